@@ -1,0 +1,103 @@
+"""Prometheus metrics of a worker. Names are a public contract (docs/design.md, deploy/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+EVENT_KINDS = ("report", "join", "leave")
+
+REJECT_REASONS = (
+    "malformed_json",
+    "invalid_schema",
+    "non_finite_value",
+    "out_of_domain",
+    "not_present",
+    "unknown_user",
+    "already_present",
+    "duplicate_report",
+    "key_mismatch",
+    "payload_too_large",
+    "unknown_group",
+)
+
+METRIC_NAMES = (
+    "pufferfish_events_consumed_total",
+    "pufferfish_events_rejected_total",
+    "pufferfish_releases_total",
+    "pufferfish_theta",
+    "pufferfish_epsilon_spent",
+    "pufferfish_epsilon_remaining",
+    "pufferfish_budget_exhausted",
+    "pufferfish_recalibration_seconds",
+    "pufferfish_release_lag_seconds",
+    "pufferfish_broker_errors_total",
+)
+
+
+@dataclass
+class Metrics:
+    """One worker's metrics on its own registry (several workers can live in one test process)."""
+
+    registry: CollectorRegistry
+    events_consumed: Counter
+    events_rejected: Counter
+    releases: Counter
+    theta: Gauge
+    epsilon_spent: Gauge
+    epsilon_remaining: Gauge
+    budget_exhausted: Gauge
+    recalibration_seconds: Histogram
+    release_lag_seconds: Histogram
+    broker_errors: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
+        reg = registry if registry is not None else CollectorRegistry()
+        m = cls(
+            registry=reg,
+            events_consumed=Counter(
+                "pufferfish_events_consumed", "Input events consumed, by kind", ["kind"],
+                registry=reg,
+            ),
+            events_rejected=Counter(
+                "pufferfish_events_rejected", "Input records dead-lettered, by reason", ["reason"],
+                registry=reg,
+            ),
+            releases=Counter("pufferfish_releases", "Noisy sums published", registry=reg),
+            theta=Gauge("pufferfish_theta", "Current Laplace noise scale theta", registry=reg),
+            epsilon_spent=Gauge(
+                "pufferfish_epsilon_spent", "Privacy budget spent so far", registry=reg
+            ),
+            epsilon_remaining=Gauge(
+                "pufferfish_epsilon_remaining", "Privacy budget left", registry=reg
+            ),
+            budget_exhausted=Gauge(
+                "pufferfish_budget_exhausted", "1 once the budget refused a release", registry=reg
+            ),
+            recalibration_seconds=Histogram(
+                "pufferfish_recalibration_seconds",
+                "Time to recompute one user's theta_i and the global max",
+                buckets=(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1),
+                registry=reg,
+            ),
+            release_lag_seconds=Histogram(
+                "pufferfish_release_lag_seconds",
+                "Release publish time minus the newest included event time",
+                buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+                registry=reg,
+            ),
+            broker_errors=Counter(
+                "pufferfish_broker_errors", "Errors talking to the broker", registry=reg
+            ),
+        )
+        for kind in EVENT_KINDS:
+            m.events_consumed.labels(kind=kind)
+        for reason in REJECT_REASONS:
+            m.events_rejected.labels(reason=reason)
+        return m
+
+    def serve(self, host: str = "127.0.0.1", port: int = 9102) -> None:
+        """Expose /metrics. Loopback unless the operator binds elsewhere explicitly."""
+        start_http_server(port, addr=host, registry=self.registry)
