@@ -1,0 +1,79 @@
+"""Per-call cost of each calibration rule: ``python -m bench.core_rules``.
+
+Random priors on integer supports with K = 4, 16, 64, 256 points; median of timeit repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import timeit
+from collections.abc import Callable
+
+import numpy as np
+
+from core import calibrators as cal
+from core.auditor import audit
+from core.distribution import Distribution
+from core.user_theta import PairKind, user_theta
+
+SIZES = (4, 16, 64, 256)
+TARGET_SECONDS_PER_REPEAT = 0.02
+REPEATS = 5
+EPS = 0.5
+
+
+def random_law(rng: np.random.Generator, k: int, offset: int = 0) -> Distribution:
+    support = np.sort(rng.choice(np.arange(-2 * k, 2 * k), size=k, replace=False)) + offset
+    return Distribution.from_points(support.tolist(), rng.dirichlet(np.ones(k)).tolist())
+
+
+def cases(k: int, rng: np.random.Generator) -> dict[str, Callable[[], object]]:
+    p, q = random_law(rng, k), random_law(rng, k, offset=3)
+    rest = random_law(rng, k)
+    b2, b9 = Distribution.bernoulli(0.2), Distribution.bernoulli(0.9)
+    zero = Distribution.point(0)
+    top = float(max(p.positive_support(), key=abs))
+    presence = frozenset({PairKind.DISTRIBUTION_PRESENCE})
+    return {
+        "thm1 value_change": lambda: cal.value_change(top, 0.0, EPS),
+        "thm3 bound": lambda: cal.distribution_presence_bound(p, EPS),
+        "thm3 relaxed (Brent)": lambda: cal.distribution_presence_relaxed(p, EPS),
+        "thm4": lambda: cal.distribution_change_thm4(p, q, EPS),
+        "binary relaxed (rest K)": lambda: cal.distribution_change_binary_relaxed(
+            b2, b9, rest, EPS
+        ),
+        "kantorovich (P,Q)": lambda: cal.kantorovich(p, q, EPS),
+        "audit (P,Q) one theta": lambda: audit(p, q, 2.0),
+        "exact (P,Q)": lambda: cal.exact(p, q, EPS),
+        "exact (P,d0)": lambda: cal.exact(p, zero, EPS),
+        "user_theta exact presence": lambda: user_theta(p, True, None, presence, EPS),
+    }
+
+
+def median_microseconds(func: Callable[[], object]) -> float:
+    timer = timeit.Timer(func)
+    number, elapsed = timer.autorange()
+    number = max(1, int(number * TARGET_SECONDS_PER_REPEAT / max(elapsed, 1e-9)))
+    runs = timer.repeat(repeat=REPEATS, number=number)
+    return statistics.median(runs) / number * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    rng = np.random.default_rng(20240601)
+    table: dict[str, dict[int, float]] = {}
+    for k in SIZES:
+        for name, func in cases(k, rng).items():
+            table.setdefault(name, {})[k] = median_microseconds(func)
+    width = max(len(name) for name in table)
+    print(f"per-call median, microseconds (eps = {EPS})")
+    print(f"{'rule':<{width}}" + "".join(f"{f'K={k}':>12}" for k in SIZES))
+    for name, row in table.items():
+        print(f"{name:<{width}}" + "".join(f"{row[k]:>12.1f}" for k in SIZES))
+    exact_16 = max(table["exact (P,Q)"][16], table["exact (P,d0)"][16])
+    verdict = "yes" if exact_16 <= 1000.0 else "NO"
+    print(f"exact <= 1 ms per call at K = 16: {verdict} (worst of the two pairs {exact_16:.0f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,186 @@
+"""Finite discrete distributions on the real line."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from core import _validate
+from core._validate import FloatArray
+from core.errors import PufferfishInputError
+
+# Sums of float support points closer than this (relative) are the same point.
+MERGE_RTOL = 1e-12
+
+
+class Distribution(BaseModel):
+    """Law of one real random variable with finite support.
+
+    Support is sorted and distinct; probabilities are >= 0 and sum to 1 (checked to 1e-9,
+    then renormalised). Zero-probability points are kept: they fix the lattice some rules
+    work on. Every construction path goes through the same validation.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    support: tuple[float, ...]
+    probs: tuple[float, ...]
+
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _input_error(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Distribution:
+        """As pydantic's, but bad input raises PufferfishInputError."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _input_error(exc) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if "support" not in data:
+            raise PufferfishInputError("support", "is required")
+        if "probs" not in data:
+            raise PufferfishInputError("probs", "is required")
+        xs, ps = _validate.support_and_probs(data["support"], data["probs"])
+        return {"support": tuple(xs.tolist()), "probs": tuple(ps.tolist())}
+
+    @cached_property
+    def _cached(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """(support, probs, positive support, positive probs), read-only arrays."""
+        xs = np.array(self.support, dtype=np.float64)
+        ps = np.array(self.probs, dtype=np.float64)
+        keep = ps > 0.0
+        out = (xs, ps, xs[keep], ps[keep])
+        for arr in out:
+            arr.setflags(write=False)
+        return out
+
+    # -- constructors -------------------------------------------------------------------
+    @classmethod
+    def from_points(cls, support: Sequence[float], probs: Sequence[float]) -> Distribution:
+        """Points and their probabilities, in any order (duplicates are an error)."""
+        return cls(support=support, probs=probs)
+
+    @classmethod
+    def from_counts(cls, values: Sequence[float], counts: Sequence[float]) -> Distribution:
+        """A histogram: distinct values and non-negative counts with a positive total."""
+        xs = _validate.finite_vector(values, "values")
+        cs = _validate.counts_vector(counts)
+        if xs.size != cs.size:
+            raise PufferfishInputError(
+                "counts", f"has {cs.size} entries but values has {xs.size}"
+            )
+        if np.unique(xs).size != xs.size:
+            raise PufferfishInputError("values", "has duplicate points")
+        return cls(support=xs.tolist(), probs=(cs / cs.sum()).tolist())
+
+    @classmethod
+    def bernoulli(cls, p: float) -> Distribution:
+        """Pr(1) = p, Pr(0) = 1 - p (both points kept even when p is 0 or 1)."""
+        prob = _validate.probability(p, "p")
+        return cls(support=(0.0, 1.0), probs=(1.0 - prob, prob))
+
+    @classmethod
+    def point(cls, a: float) -> Distribution:
+        """The point mass at a."""
+        return cls(support=(_validate.real(a, "a"),), probs=(1.0,))
+
+    @property
+    def _xs(self) -> FloatArray:
+        return self._cached[0]
+
+    @property
+    def _ps(self) -> FloatArray:
+        return self._cached[1]
+
+    # -- queries ------------------------------------------------------------------------
+    def arrays(self) -> tuple[FloatArray, FloatArray]:
+        """(support, probs) as read-only float arrays (no copy)."""
+        return self._cached[0], self._cached[1]
+
+    def positive_support(self) -> tuple[float, ...]:
+        """Support points that carry positive probability."""
+        return tuple(self._cached[2].tolist())
+
+    def positive_arrays(self) -> tuple[FloatArray, FloatArray]:
+        """(support, probs) restricted to positive probability, read-only (no copy)."""
+        return self._cached[2], self._cached[3]
+
+    def prob(self, x: float) -> float:
+        hit = np.flatnonzero(self._xs == x)
+        return float(self._ps[hit[0]]) if hit.size else 0.0
+
+    def cdf(self, x: float) -> float:
+        """Pr(X <= x)."""
+        k = int(np.searchsorted(self._xs, x, side="right"))
+        return min(1.0, math.fsum(self._ps[:k].tolist()))
+
+    def mean(self) -> float:
+        return math.fsum((self._xs * self._ps).tolist())
+
+    def is_point_mass(self) -> bool:
+        return len(self.positive_support()) == 1
+
+    def is_bernoulli(self) -> bool:
+        """All mass on {0, 1} (point masses at 0 or 1 included)."""
+        return set(self.positive_support()) <= {0.0, 1.0}
+
+    def bernoulli_p(self) -> float:
+        """Pr(1) of a distribution on {0, 1}; refuses any other distribution."""
+        if not self.is_bernoulli():
+            raise PufferfishInputError(
+                "distribution", "must be Bernoulli (all mass on 0 and 1) for this rule"
+            )
+        return self.prob(1.0)
+
+    # -- operations ---------------------------------------------------------------------
+    def shift(self, a: float) -> Distribution:
+        """Law of X + a."""
+        return Distribution(support=(self._xs + _validate.real(a, "a")).tolist(), probs=self.probs)
+
+    def convolve(self, other: Distribution) -> Distribution:
+        """Law of X + Y for independent X ~ self, Y ~ other (equal sums merged)."""
+        ox, op = other.arrays()
+        sums = (self._xs[:, None] + ox[None, :]).ravel()
+        weights = (self._ps[:, None] * op[None, :]).ravel()
+        order = np.argsort(sums, kind="stable")
+        sums, weights = sums[order], weights[order]
+        scale = np.maximum(np.abs(sums[1:]), np.abs(sums[:-1]))
+        new_point = np.diff(sums) > MERGE_RTOL * np.maximum(scale, 1.0)
+        starts = np.concatenate(([0], np.flatnonzero(new_point) + 1))
+        merged_x = sums[starts]
+        merged_p = np.add.reduceat(weights, starts)
+        return Distribution(support=merged_x.tolist(), probs=merged_p.tolist())
+
+
+def _input_error(exc: ValidationError) -> PufferfishInputError:
+    """The PufferfishInputError inside a pydantic error (or one naming pydantic's field)."""
+    for err in exc.errors():
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, PufferfishInputError):
+            return inner
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "distribution"
+    return PufferfishInputError(field, first["msg"])
+
+
+def point_zero() -> Distribution:
+    """delta_0, shared (absence of a user = reporting 0)."""
+    return _DELTA_ZERO
+
+
+_DELTA_ZERO = Distribution.point(0.0)

@@ -1,0 +1,92 @@
+"""The multi-user system of Section 3: X = f(D) = sum of the present users' values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from core import _validate
+from core.distribution import Distribution, point_zero
+from core.errors import PufferfishInputError
+
+
+class User(BaseModel):
+    """A user present with probability ``zeta`` who reports D_i ~ ``dist`` when present."""
+
+    model_config = ConfigDict(frozen=True)
+
+    zeta: float
+    dist: Distribution
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _first_error(exc) from None
+
+    @field_validator("zeta", mode="before")
+    @classmethod
+    def _zeta_in_unit_interval(cls, value: Any) -> float:
+        return _validate.probability(value, "zeta")
+
+
+class MultiUserSystem(BaseModel):
+    """Users 0..n-1. Priors of X given a secret about user i (eqs P_sa, P_sperp, P_sDi).
+
+    Every prior carries the common factor prod_{j != i} zeta_j, which cancels once the prior
+    is normalised, so the zetas never change a prior (nor any theta calibrated on it).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    users: tuple[User, ...]
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _first_error(exc) from None
+
+    @field_validator("users")
+    @classmethod
+    def _not_empty(cls, value: tuple[User, ...]) -> tuple[User, ...]:
+        if not value:
+            raise PufferfishInputError("users", "must not be empty")
+        return value
+
+    def _index(self, i: int) -> int:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.users):
+            raise PufferfishInputError("i", f"must be a user index in [0, {len(self.users)})")
+        return i
+
+    def rest_law(self, i: int) -> Distribution:
+        """Law of f(D_{-i}): the sum of every other user, all present."""
+        i = self._index(i)
+        law = point_zero()
+        for j, user in enumerate(self.users):
+            if j != i:
+                law = law.convolve(user.dist)
+        return law
+
+    def prior_value(self, i: int, a: float) -> Distribution:
+        """P_{X|S}(. | s_{a_i}): user i present and reporting a (eq P_sa)."""
+        return self.rest_law(i).shift(a)
+
+    def prior_absent(self, i: int) -> Distribution:
+        """P_{X|S}(. | s_{perp_i}): user i absent (eq P_sperp)."""
+        return self.rest_law(i)
+
+    def prior_distribution(self, i: int, p: Distribution) -> Distribution:
+        """P_{X|S}(. | s_{P_i}): user i present with D_i ~ P (eq P_sDi)."""
+        return self.rest_law(i).convolve(p)
+
+
+def _first_error(exc: ValidationError) -> PufferfishInputError:
+    for err in exc.errors():
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, PufferfishInputError):
+            return inner
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "system"
+    return PufferfishInputError(field, first["msg"])

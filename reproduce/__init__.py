@@ -1,0 +1,1 @@
+"""pufferfish reproduce: regenerate the paper's figures and tables."""

@@ -1,0 +1,5 @@
+import sys
+
+from reproduce.cli import main
+
+sys.exit(main())

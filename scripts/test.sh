@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole check on a fresh machine (Python 3.11, nothing installed): creates .venv, installs the
+# project with its dev extras, installs Prometheus (Debian package) if missing, then runs
+#   ruff check .   |   mypy (strict on core/, see pyproject.toml)   |   python -m pytest -q
+# Usage: bash scripts/test.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating $VENV with $("$PYTHON" --version 2>&1)"
+  "$PYTHON" -m venv "$VENV"
+fi
+step "installing the project with [dev]"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet -e ".[dev]"
+
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  step "installing prometheus and promtool (Debian package prometheus)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus </dev/null
+fi
+
+step "ruff check ."
+"$VENV/bin/ruff" check .
+
+# The importable packages of this repository (mypy's strictness per package is in pyproject.toml).
+MYPY_TARGETS=()
+for pkg in core stream_app datasets reproduce bench; do
+  if [ -f "$pkg/__init__.py" ]; then MYPY_TARGETS+=("$pkg"); fi
+done
+step "mypy ${MYPY_TARGETS[*]}"
+"$VENV/bin/mypy" "${MYPY_TARGETS[@]}"
+
+step "python -m pytest -q $*"
+set +e
+"$VENV/bin/python" -m pytest -q "$@" </dev/null
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "scripts/test.sh: pytest collected no tests: that is a failure" >&2
+  exit 1
+fi
+exit "$status"

@@ -1,0 +1,153 @@
+"""The ``pufferfish`` command line (also ``python -m stream_app``).
+
+``calibrate`` and ``audit`` run here on core.spec (no Faust import: they must start fast);
+``run``, ``demo`` and ``reproduce`` forward the rest of argv to their module's ``main(argv)``,
+imported lazily. Every input error is ONE line on stderr, exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from core.errors import PufferfishInputError
+
+PROG = "pufferfish"
+EXIT_INPUT_ERROR = 2
+EXIT_ENVIRONMENT_ERROR = 1
+
+FORWARDED: dict[str, tuple[str, str]] = {
+    "run": ("stream_app.runner", "run the streaming service"),
+    "demo": ("stream_app.demo", "run the end-to-end demo on an embedded broker"),
+    "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
+}
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise PufferfishInputError("arguments", message)
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise PufferfishInputError("spec", f"{name} is not a valid JSON number")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise PufferfishInputError(key, "appears twice in the spec")
+        result[key] = value
+    return result
+
+
+def _load_spec(path: str) -> Any:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PufferfishInputError("spec", f"cannot read {path!r}: {reason}") from None
+    try:
+        return json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
+        )
+    except json.JSONDecodeError as exc:
+        raise PufferfishInputError(
+            "spec", f"invalid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None
+
+
+def _print_json(result: dict[str, Any]) -> None:
+    for key, value in result.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            consequence = (
+                "no finite noise scale satisfies this spec"
+                if key == "theta"
+                else "this theta gives no privacy for the pair"
+            )
+            raise PufferfishInputError(key, f"is {value}: {consequence}")
+    print(json.dumps(result, allow_nan=False))
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    spec = _load_spec(args.spec)  # before the (slow, scipy) import: bad files fail fast
+    from core.spec import calibrate_spec
+
+    _print_json(calibrate_spec(spec, args.epsilon))
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    spec = _load_spec(args.spec)
+    from core.spec import audit_spec
+
+    _print_json(audit_spec(spec, args.theta))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=PROG, description="Pufferfish-private streaming sums.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    calibrate = commands.add_parser("calibrate", help="noise scale theta for a secret-pair spec")
+    calibrate.add_argument("--epsilon", type=float, required=True, help="privacy budget > 0")
+    calibrate.add_argument("--spec", required=True, help="spec JSON file, or - for stdin")
+    calibrate.set_defaults(handler=_calibrate)
+    audit = commands.add_parser("audit", help="exact two-sided loss of theta for a spec")
+    audit.add_argument("--theta", type=float, required=True, help="Laplace scale >= 0")
+    audit.add_argument("--spec", required=True, help="spec JSON file, or - for stdin")
+    audit.set_defaults(handler=_audit)
+    for name, (_, text) in FORWARDED.items():
+        commands.add_parser(name, help=f"{text} (see: {PROG} {name} --help)", add_help=False)
+    return parser
+
+
+def _forward(command: str, argv: list[str]) -> int:
+    module_name = FORWARDED[command][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise PufferfishInputError(
+            command, f"not available in this installation (cannot import {exc.name})"
+        ) from None
+    entry: Callable[[list[str]], int | None] | None = getattr(module, "main", None)
+    if entry is None:
+        raise PufferfishInputError(command, f"{module_name} has no main(argv)")
+    status = entry(argv)
+    return 0 if status is None else int(status)
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_INPUT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] in FORWARDED:
+            return _forward(args_list[0], args_list[1:])
+        args = _parser().parse_args(args_list)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except ValueError as exc:  # PufferfishInputError, and any other bad value
+        return _fail(str(exc) or type(exc).__name__)
+    except OSError as exc:  # e.g. a forwarded command cannot bind its port
+        _fail(f"{type(exc).__name__}: {exc}")
+        return EXIT_ENVIRONMENT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

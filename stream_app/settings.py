@@ -1,0 +1,205 @@
+"""Worker settings: env ``PUFFERFISH_*``, an optional JSON file (``PUFFERFISH_CONFIG_FILE``), kwargs.
+
+Priority: keyword arguments > environment > JSON file > defaults. Secrets (``sasl_password``)
+are ``SecretStr``: they print as ``**********`` and are never logged.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import ssl
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    JsonConfigSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from core.noise import grid_contains
+
+CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
+
+PairName = Literal["value_change", "value_presence", "distribution_presence", "distribution_change"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PUFFERFISH_", extra="forbid")
+
+    # --- broker ---------------------------------------------------------------------------
+    broker: str = "kafka://127.0.0.1:9092"
+    broker_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
+        "PLAINTEXT"
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+    # --- topics ---------------------------------------------------------------------------
+    app_id: str = Field(default="pufferfish", min_length=1, max_length=200)
+    topic_reports: str = Field(default="reports", min_length=1)
+    topic_membership: str = Field(default="membership", min_length=1)
+    topic_releases: str = Field(default="releases", min_length=1)
+    topic_deadletter: str = Field(default="deadletter", min_length=1)
+    topic_partials: str = Field(default="pufferfish-partials", min_length=1)
+    input_partitions: int = Field(default=4, ge=1, le=1024)
+
+    # --- privacy --------------------------------------------------------------------------
+    domain: tuple[float, ...] = (0.0, 1.0)
+    epsilon: float = Field(default=1.0, gt=0)
+    budget_total: float = Field(default=100.0, gt=0)
+    release_period_seconds: float = Field(default=10.0, gt=0, le=86400)
+    release_every_events: int | None = Field(default=None, ge=1)
+    pairs: tuple[PairName, ...] = ("distribution_presence",)
+    rule: str = Field(default="exact", min_length=1, max_length=64)
+    prior_source: Literal["learned", "declared"] = "learned"
+    priors_file: Path | None = None
+    auto_join: bool = False
+    # A report id is recognised as a duplicate while it is among the user's last
+    # `dedup_window` accepted report ids (the per-user state holds at most that many ids).
+    dedup_window: int = Field(default=256, ge=1, le=100_000)
+    grid_log2: int = Field(default=-10, ge=-60, le=60)
+
+    # --- serving --------------------------------------------------------------------------
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(default=9102, ge=0, le=65535)  # None: no metrics server
+    web_host: str = "127.0.0.1"
+    web_port: int | None = Field(default=None, ge=1, le=65535)  # None: Faust web disabled
+    data_dir: Path = Path("pufferfish-data")
+    store: str = "memory://"
+    max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
+    # batch, so the reader also waits for this much quiet before trusting the end).
+    journal_quiet_seconds: float = Field(default=1.0, gt=0, le=60)
+
+    # --- broker-compat knobs (tansu: producer_max_batch_size=1, timeouts 6/6/1) -------------
+    producer_max_batch_size: int = Field(default=16384, ge=1)
+    broker_session_timeout: float = Field(default=60.0, gt=0)
+    broker_rebalance_timeout: float = Field(default=60.0, gt=0)
+    broker_heartbeat_interval: float = Field(default=3.0, gt=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            sources.append(JsonConfigSettingsSource(settings_cls, json_file=Path(config_file)))
+        return tuple(sources)
+
+    @field_validator("domain")
+    @classmethod
+    def _domain_sorted_distinct(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v:
+            raise ValueError("must list at least one value")
+        if not all(math.isfinite(x) for x in v):
+            raise ValueError("values must be finite")
+        if len(set(v)) != len(v):
+            raise ValueError("values must be distinct")
+        return tuple(sorted(v))
+
+    @field_validator("epsilon", "budget_total", "release_period_seconds")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be finite")
+        return v
+
+    @field_validator("pairs")
+    @classmethod
+    def _pairs_nonempty(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("must name at least one secret-pair set")
+        return tuple(dict.fromkeys(v))
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_url(cls, v: str) -> str:
+        hosts = v.split("://", 1)[1] if "://" in v else v
+        if not hosts or any(":" not in h for h in hosts.split(",")):
+            raise ValueError("must look like kafka://host:port[,host:port]")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if not grid_contains(self.domain, self.grid_log2):
+            raise ValueError(
+                f"domain: every value must be a multiple of the noise grid 2**{self.grid_log2}"
+                " (use a finer grid: a lower grid_log2)"
+            )
+        needs_priors = self.prior_source == "declared" or "distribution_change" in self.pairs
+        if needs_priors and self.priors_file is None:
+            raise ValueError(
+                "priors_file: required with prior_source=declared or the distribution_change pairs"
+            )
+        if self.broker_security_protocol.startswith("SASL") and not self.sasl_username:
+            raise ValueError("sasl_username: required with a SASL security protocol")
+        return self
+
+    # --- derived --------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
+        return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
+
+    @property
+    def grid(self) -> float:
+        return 2.0**self.grid_log2
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if "SSL" not in self.broker_security_protocol:
+            return None
+        from aiokafka.helpers import create_ssl_context
+
+        return create_ssl_context(
+            cafile=str(self.ssl_cafile) if self.ssl_cafile else None,
+            certfile=str(self.ssl_certfile) if self.ssl_certfile else None,
+            keyfile=str(self.ssl_keyfile) if self.ssl_keyfile else None,
+        )
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        """Connection/security keyword arguments for aiokafka clients."""
+        kw: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap,
+            "security_protocol": self.broker_security_protocol,
+        }
+        ctx = self.ssl_context()
+        if ctx is not None:
+            kw["ssl_context"] = ctx
+        if self.broker_security_protocol.startswith("SASL"):
+            kw["sasl_mechanism"] = self.sasl_mechanism
+            kw["sasl_plain_username"] = self.sasl_username
+            kw["sasl_plain_password"] = (
+                self.sasl_password.get_secret_value() if self.sasl_password else None
+            )
+        return kw
+
+    def faust_credentials(self) -> Any:
+        """Credentials object for ``faust.App(broker_credentials=...)`` or None."""
+        import faust
+
+        ctx = self.ssl_context()
+        if self.broker_security_protocol.startswith("SASL"):
+            return faust.SASLCredentials(
+                username=self.sasl_username,
+                password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+                ssl_context=ctx,
+                mechanism=self.sasl_mechanism,
+            )
+        if ctx is not None:
+            return faust.SSLCredentials(ctx)
+        return None

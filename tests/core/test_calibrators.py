@@ -1,0 +1,131 @@
+"""Calibrator contracts: return type, theorem cited, exact-rule guarantees, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import pytest
+
+from core import calibrators as cal
+from core.auditor import audit
+from core.distribution import Distribution
+from core.errors import PufferfishInputError
+
+P = Distribution.from_points([1, 2, 4, 5], [0.4, 0.1, 0.1, 0.4])
+Q = Distribution.from_points([2, 3, 4], [0.05, 0.9, 0.05])
+B2, B9 = Distribution.bernoulli(0.2), Distribution.bernoulli(0.9)
+ZERO = Distribution.point(0)
+
+
+def all_calibrations(eps: float) -> list[cal.Calibration]:
+    return [
+        cal.value_change(5, 3, eps),
+        cal.value_presence(5, eps),
+        cal.distribution_presence_bound(P, eps),
+        cal.distribution_presence_relaxed(P, eps),
+        cal.distribution_presence_bernoulli(0.2, eps),
+        cal.distribution_change_thm4(P, Q, eps),
+        cal.distribution_change_binary(B2, B9, eps),
+        cal.distribution_change_binary_relaxed(B2, B9, ZERO, eps),
+        cal.kantorovich(P, Q, eps),
+        cal.exact(P, Q, eps),
+    ]
+
+
+def test_every_calibrator_returns_a_frozen_calibration() -> None:
+    for c in all_calibrations(0.5):
+        assert isinstance(c, cal.Calibration)
+        assert c.epsilon == 0.5
+        assert c.theta > 0
+        assert c.theorem and c.rule and c.pair
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            c.theta = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("eps", (0.0, -1.0, math.nan, math.inf))
+def test_bad_epsilon_everywhere(eps: float) -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: cal.value_change(5, 3, eps),
+        lambda: cal.value_presence(5, eps),
+        lambda: cal.distribution_presence_bound(P, eps),
+        lambda: cal.distribution_presence_relaxed(P, eps),
+        lambda: cal.distribution_presence_bernoulli(0.2, eps),
+        lambda: cal.distribution_change_thm4(P, Q, eps),
+        lambda: cal.distribution_change_binary(B2, B9, eps),
+        lambda: cal.distribution_change_binary_relaxed(B2, B9, ZERO, eps),
+        lambda: cal.kantorovich(P, Q, eps),
+        lambda: cal.exact(P, Q, eps),
+    ]
+    for call in calls:
+        with pytest.raises(PufferfishInputError) as info:
+            call()
+        assert info.value.field == "epsilon"
+
+
+def test_binary_rules_refuse_non_bernoulli() -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: cal.distribution_change_binary(P, B9, 1.0),
+        lambda: cal.distribution_change_binary_relaxed(B2, Q, ZERO, 1.0),
+    ]
+    for call in calls:
+        with pytest.raises(PufferfishInputError) as info:
+            call()
+        assert info.value.field == "distribution"
+
+
+def test_relaxed_binary_refuses_rest_off_the_integers() -> None:
+    rest = Distribution.from_points([0, 1.5], [0.5, 0.5])
+    with pytest.raises(PufferfishInputError) as info:
+        cal.distribution_change_binary_relaxed(B2, B9, rest, 1.0)
+    assert info.value.field == "rest"
+
+
+def test_bad_numbers() -> None:
+    with pytest.raises(PufferfishInputError) as info:
+        cal.value_change(math.nan, 3, 1.0)
+    assert info.value.field == "a"
+    with pytest.raises(PufferfishInputError) as info:
+        cal.value_presence(math.inf, 1.0)
+    assert info.value.field == "a"
+    with pytest.raises(PufferfishInputError) as info:
+        cal.distribution_presence_bernoulli(1.5, 1.0)
+    assert info.value.field == "p"
+
+
+def test_exact_passes_and_is_tight() -> None:
+    for eps in (0.01, 0.3, 1.0, 4.0):
+        theta = cal.exact(P, Q, eps).theta
+        assert audit(P, Q, theta).loss <= eps
+        assert audit(P, Q, theta * (1 - 1e-6)).loss > eps
+
+
+def test_exact_of_point_masses_is_theorem1() -> None:
+    theta = cal.exact(Distribution.point(5), Distribution.point(3), 0.25).theta
+    assert theta == pytest.approx(8.0, rel=1e-9)
+    assert theta >= 8.0 * (1 - 1e-15)
+
+
+def test_exact_returns_zero_when_no_noise_is_needed() -> None:
+    assert cal.exact(P, P, 0.1).theta == 0.0
+    assert cal.exact(B2, Distribution.bernoulli(0.21), 0.2).theta == 0.0
+
+
+def test_relaxed_presence_with_only_zero() -> None:
+    assert cal.distribution_presence_relaxed(ZERO, 1.0).theta == 0.0
+    one_magnitude = Distribution.from_points([-3, 3], [0.5, 0.5])
+    assert cal.distribution_presence_relaxed(one_magnitude, 1.0).theta == pytest.approx(3.0)
+
+
+def test_user_pair() -> None:
+    assert cal.user_pair("value_change", a=5, b=3) == (Distribution.point(5), Distribution.point(3))
+    assert cal.user_pair("value_presence", a=5) == (Distribution.point(5), ZERO)
+    assert cal.user_pair("distribution_presence", P=P) == (P, ZERO)
+    assert cal.user_pair("distribution_change", P=P, Q=Q) == (P, Q)
+    with pytest.raises(PufferfishInputError) as info:
+        cal.user_pair("distribution_change", P=P)
+    assert info.value.field == "Q"
+    with pytest.raises(PufferfishInputError) as info:
+        cal.user_pair("nonsense")
+    assert info.value.field == "kind"

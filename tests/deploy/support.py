@@ -1,0 +1,103 @@
+"""Paths and helpers shared by the deploy tests (no Docker engine here: files are checked statically)."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stream_app.metrics import METRIC_NAMES, Metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = DEPLOY / "Dockerfile"
+PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+RULES_FILE = DEPLOY / "prometheus" / "rules.yml"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "pufferfish.json"
+GRAFANA_PROVISIONING = DEPLOY / "grafana" / "provisioning"
+K8S = DEPLOY / "k8s"
+
+# The topics docker-compose creates and their partition counts (docs/design.md: inputs are
+# partitioned by user, releases and the internal partials topic are single-partition).
+EXPECTED_TOPICS = {
+    "reports": 4,
+    "membership": 4,
+    "releases": 1,
+    "deadletter": 1,
+    "pufferfish-partials": 1,
+}
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+_METRIC_TOKEN = re.compile(r"(?<![A-Za-z0-9_:])pufferfish_[A-Za-z0-9_:]*")
+
+
+def load_yaml(path: Path) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def load_yaml_documents(path: Path) -> list[Any]:
+    with open(path, encoding="utf-8") as handle:
+        return [doc for doc in yaml.safe_load_all(handle) if doc is not None]
+
+
+def metric_types() -> dict[str, str]:
+    """Exported name (as in METRIC_NAMES) -> Prometheus type, read from a fresh Metrics registry."""
+    types: dict[str, str] = {}
+    for family in Metrics.create().registry.collect():
+        name = family.name + "_total" if family.type == "counter" else family.name
+        types[name] = family.type
+    return types
+
+
+def unresolved_metrics(names: Iterable[str]) -> set[str]:
+    """The names that are not series the app exports.
+
+    A name resolves if it is in METRIC_NAMES (gauges, and counters with their `_total`), or is a
+    histogram of METRIC_NAMES with a `_bucket`, `_sum` or `_count` suffix.
+    """
+    types = metric_types()
+    bad = set()
+    for name in names:
+        if name in METRIC_NAMES:
+            continue
+        base = next((name[: -len(s)] for s in HISTOGRAM_SUFFIXES if name.endswith(s)), None)
+        if base is not None and base in METRIC_NAMES and types.get(base) == "histogram":
+            continue
+        bad.add(name)
+    return bad
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """Every pufferfish_* identifier in a PromQL expression (string literals excluded)."""
+    without_strings = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', '""', expr)
+    return set(_METRIC_TOKEN.findall(without_strings))
+
+
+def dashboard_exprs(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(panel title, expr) for every query target of every panel, rows included."""
+    def walk(panels: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+        for panel in panels:
+            for target in panel.get("targets", []):
+                if "expr" in target:
+                    yield panel.get("title", "?"), target["expr"]
+            yield from walk(panel.get("panels", []))
+    yield from walk(dashboard.get("panels", []))
+
+
+def rule_exprs(rules: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(alert or record name, expr) for every rule of every group."""
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            yield rule.get("alert") or rule.get("record"), rule["expr"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

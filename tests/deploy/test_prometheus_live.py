@@ -1,0 +1,306 @@
+"""The real Prometheus server, with the project's scrape config and rules, scrapes a real worker.
+
+Prometheus (Debian package) and a worker (`python -m stream_app run`) run on 127.0.0.1 on free
+ports against the embedded broker. The budget is sized to run out after a few releases, so the
+gauges stop moving and Prometheus' latest sample can be compared exactly with /metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_app.broker import EmbeddedBroker
+from tests.deploy.support import (
+    DASHBOARD,
+    PROMETHEUS_CONFIG,
+    ROOT,
+    RULES_FILE,
+    dashboard_exprs,
+    free_port,
+    load_yaml,
+    rule_exprs,
+)
+from tests.kafka_helpers import produce_json
+
+pytestmark = pytest.mark.integration
+
+EPSILON = 1.0
+# value_presence charges exactly epsilon per release (docs/design.md, Composition): three
+# releases fit in 3.5, the fourth is refused, and 0.5 stays.
+BUDGET_TOTAL = 3.5
+RELEASES_BEFORE_EXHAUSTION = 3
+USERS = [f"u{i}" for i in range(6)]
+REPORT_VALUES = [1, 2, 3]          # every user reports each value once
+
+
+# --- small HTTP helpers ---------------------------------------------------------------------
+
+def _get(url: str, timeout: float = 5.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+        return bytes(response.read())
+
+
+def worker_samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, sorted labels) -> value, from the worker's own /metrics."""
+    text = _get(f"http://127.0.0.1:{port}/metrics").decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def prom_query(prom_port: int, expr: str) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        body = _get(url)
+    except urllib.error.HTTPError as exc:  # 400 bad_data carries the parse error
+        body = exc.read()
+    return dict(json.loads(body))
+
+
+# --- processes ------------------------------------------------------------------------------
+
+def _stop(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=grace)
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    metrics_port: int
+    log: Path
+
+
+@pytest.fixture
+def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
+    metrics_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env.update({
+        "PUFFERFISH_BROKER": broker.url,
+        "PUFFERFISH_APP_ID": "deploy-prom-test",
+        "PUFFERFISH_DATA_DIR": str(tmp_path / "data"),
+        "PUFFERFISH_METRICS_HOST": "127.0.0.1",
+        "PUFFERFISH_METRICS_PORT": str(metrics_port),
+        "PUFFERFISH_DOMAIN": "[0, 1, 2, 3]",
+        "PUFFERFISH_PAIRS": '["value_presence"]',
+        "PUFFERFISH_EPSILON": str(EPSILON),
+        "PUFFERFISH_BUDGET_TOTAL": str(BUDGET_TOTAL),
+        "PUFFERFISH_RELEASE_PERIOD_SECONDS": "1",
+        "PUFFERFISH_PRIOR_SOURCE": "learned",
+        # tansu workarounds (shared/kafka.md)
+        "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
+        "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
+        "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
+        "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
+        "PUFFERFISH_LOG_LEVEL": "info",
+    })
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stream_app", "run"], cwd=ROOT, env=env,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield Worker(proc, metrics_port, log)
+    finally:
+        _stop(proc)
+
+
+def _scrape_config(worker_port: int, prom_port: int) -> dict[str, Any]:
+    """deploy/prometheus/prometheus.yml with only its targets and intervals changed."""
+    config = load_yaml(PROMETHEUS_CONFIG)
+    config["global"]["scrape_interval"] = "1s"
+    config["global"]["evaluation_interval"] = "1s"
+    config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / f) for f in config["rule_files"]]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    worker_job = jobs["pufferfish"]
+    worker_job.pop("dns_sd_configs")
+    worker_job["static_configs"] = [{"targets": [f"127.0.0.1:{worker_port}"]}]
+    jobs["prometheus"]["static_configs"] = [{"targets": [f"127.0.0.1:{prom_port}"]}]
+    return config
+
+
+@pytest.fixture
+def prometheus(worker: Worker, tmp_path: Path) -> Iterator[int]:
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not found: apt-get install prometheus (scripts/test.sh does)"
+    for _attempt in range(3):  # the free port may be taken before Prometheus binds it
+        port = free_port()
+        config = tmp_path / "prometheus.yml"
+        config.write_text(yaml.safe_dump(_scrape_config(worker.metrics_port, port)))
+        log = open(tmp_path / "prometheus.log", "ab")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            if _wait_ready(proc, port, timeout=30):
+                yield port
+                return
+        finally:
+            _stop(proc)
+            log.close()
+    pytest.fail(f"prometheus did not start: {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if _get(f"http://127.0.0.1:{port}/-/ready", timeout=1).startswith(b"Prometheus"):
+                return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        if worker.proc.poll() is not None:
+            pytest.fail(f"worker exited ({worker.proc.returncode}):\n{worker.log.read_text()[-3000:]}")
+        try:
+            last = check()
+            if last:
+                return last
+        except OSError as exc:
+            last = exc
+        time.sleep(0.3)
+    pytest.fail(f"timed out waiting for {what} (last: {last!r})\n{worker.log.read_text()[-3000:]}")
+
+
+def _consumed(worker: Worker, kind: str) -> float:
+    return worker_samples(worker.metrics_port)[
+        ("pufferfish_events_consumed_total", (("kind", kind),))]
+
+
+def _produce_population(bootstrap: str, worker: Worker) -> int:
+    """Joins first and, once the worker has applied them, the reports (a report of a user who
+    has not joined is dead-lettered as not_present)."""
+    joins = [(u, {"user_id": u, "event": "join", "ts": time.time()}) for u in USERS]
+    asyncio.run(produce_json(bootstrap, "membership", joins))
+    _wait_for("the joins", lambda: _consumed(worker, "join") == len(USERS), 60, worker)
+    reports = [
+        (u, {"user_id": u, "value": v, "report_id": f"{u}-{v}", "ts": time.time()})
+        for u in USERS for v in REPORT_VALUES
+    ]
+    return asyncio.run(produce_json(bootstrap, "reports", reports))
+
+
+KEY_SERIES = {
+    "pufferfish_theta": ("pufferfish_theta", ()),
+    "pufferfish_epsilon_remaining": ("pufferfish_epsilon_remaining", ()),
+    'pufferfish_events_consumed_total{kind="report"}':
+        ("pufferfish_events_consumed_total", (("kind", "report"),)),
+    'pufferfish_events_consumed_total{kind="join"}':
+        ("pufferfish_events_consumed_total", (("kind", "join"),)),
+}
+
+
+def _prom_value(prom_port: int, expr: str, job_filter: str) -> tuple[float, float] | None:
+    """(sample timestamp, value) of the single series `expr` selects for the worker job."""
+    answer = prom_query(prom_port, expr.replace("}", f",{job_filter}}}") if "}" in expr
+                        else f"{expr}{{{job_filter}}}")
+    assert answer["status"] == "success", answer
+    result = answer["data"]["result"]
+    if not result:
+        return None
+    assert len(result) == 1, result
+    ts, value = result[0]["value"]
+    return float(ts), float(value)
+
+
+def test_prometheus_sees_what_the_worker_exports(
+    broker: EmbeddedBroker, worker: Worker, prometheus: int
+) -> None:
+    # The worker creates its topics at start; produce once its metrics endpoint is up.
+    _wait_for("the worker's /metrics", lambda: worker_samples(worker.metrics_port), 60, worker)
+    reports = _produce_population(broker.bootstrap, worker)
+
+    def frozen() -> dict[str, float] | None:
+        samples = worker_samples(worker.metrics_port)
+        done = (
+            samples[("pufferfish_events_consumed_total", (("kind", "report"),))] == reports
+            and samples[("pufferfish_budget_exhausted", ())] == 1
+        )
+        return {k: samples[v] for k, v in KEY_SERIES.items()} if done else None
+
+    expected = _wait_for("all reports consumed and the budget exhausted", frozen, 120, worker)
+    frozen_at = time.time()
+
+    # Independent expectations: what was produced, and the budget arithmetic.
+    assert expected['pufferfish_events_consumed_total{kind="join"}'] == len(USERS)
+    assert expected['pufferfish_events_consumed_total{kind="report"}'] == reports
+    assert expected["pufferfish_epsilon_remaining"] == pytest.approx(
+        BUDGET_TOTAL - RELEASES_BEFORE_EXHAUSTION * EPSILON, abs=1e-9)
+    assert expected["pufferfish_theta"] > 0 and math.isfinite(expected["pufferfish_theta"])
+    # value_presence: theta = max|a| / eps over reported values (Thm 2; exact rule is tight),
+    # whatever subset of the reports the last release had seen, a value in REPORT_VALUES.
+    assert expected["pufferfish_theta"] * EPSILON in {float(v) for v in REPORT_VALUES}
+
+    job = 'job="pufferfish"'
+
+    def scraped_after_freeze() -> dict[str, float] | None:
+        got = {}
+        for expr in KEY_SERIES:
+            sample = _prom_value(prometheus, expr, job)
+            if sample is None or sample[0] <= frozen_at:
+                return None
+            got[expr] = sample[1]
+        return got
+
+    seen = _wait_for("a Prometheus scrape after the gauges froze", scraped_after_freeze, 30, worker)
+    now = worker_samples(worker.metrics_port)
+    assert {k: now[v] for k, v in KEY_SERIES.items()} == expected, "the worker moved meanwhile"
+    assert seen == expected
+
+    up = _prom_value(prometheus, "up", job)
+    assert up is not None and up[1] == 1.0
+    releases = _prom_value(prometheus, "pufferfish_releases_total", job)
+    assert releases is not None and releases[1] == RELEASES_BEFORE_EXHAUSTION
+
+    # Every dashboard and alert expression is valid PromQL for this Prometheus, and the rules
+    # file was loaded (the budget-exhausted alert is active now).
+    exprs = [e for _, e in dashboard_exprs(json.loads(DASHBOARD.read_text()))]
+    exprs += [e for _, e in rule_exprs(load_yaml(RULES_FILE))]
+    for expr in exprs:
+        answer = prom_query(prometheus, expr.replace("$__rate_interval", "1m"))
+        assert answer["status"] == "success", (expr, answer)
+    alerts = _wait_for(
+        "the PufferfishBudgetExhausted alert",
+        lambda: [a for a in json.loads(_get(f"http://127.0.0.1:{prometheus}/api/v1/alerts"))
+                 ["data"]["alerts"] if a["labels"]["alertname"] == "PufferfishBudgetExhausted"],
+        30, worker,
+    )
+    assert alerts[0]["state"] == "firing"

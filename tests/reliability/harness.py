@@ -1,0 +1,421 @@
+"""Run the real worker (`python -m stream_app run`) as a subprocess against a real broker.
+
+Everything here is loopback-only and bounded in time. Logs go to files so a test can scan every
+byte the worker printed (the leak tests) and so a failure shows what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from stream_app.broker import create_topics, free_port
+from tests.kafka_helpers import consume_all
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+# tansu workarounds (/work/shared/kafka.md): exact end offsets and quick group joins.
+TANSU_COMPAT = {
+    "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
+    "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
+}
+
+
+@dataclass
+class Topics:
+    """A fresh, unique topic set (several tests share one broker)."""
+
+    prefix: str = field(default_factory=lambda: f"rel-{uuid.uuid4().hex[:8]}")
+    partitions: int = 2
+
+    @property
+    def reports(self) -> str:
+        return f"{self.prefix}-reports"
+
+    @property
+    def membership(self) -> str:
+        return f"{self.prefix}-membership"
+
+    @property
+    def releases(self) -> str:
+        return f"{self.prefix}-releases"
+
+    @property
+    def deadletter(self) -> str:
+        return f"{self.prefix}-deadletter"
+
+    @property
+    def partials(self) -> str:
+        return f"{self.prefix}-partials"
+
+    @property
+    def app_id(self) -> str:
+        return f"{self.prefix}-app"
+
+    def create_map(self) -> dict[str, int]:
+        return {
+            self.reports: self.partitions,
+            self.membership: self.partitions,
+            self.releases: 1,
+            self.deadletter: 1,
+            self.partials: 1,
+        }
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PUFFERFISH_APP_ID": self.app_id,
+            "PUFFERFISH_TOPIC_REPORTS": self.reports,
+            "PUFFERFISH_TOPIC_MEMBERSHIP": self.membership,
+            "PUFFERFISH_TOPIC_RELEASES": self.releases,
+            "PUFFERFISH_TOPIC_DEADLETTER": self.deadletter,
+            "PUFFERFISH_TOPIC_PARTIALS": self.partials,
+            "PUFFERFISH_INPUT_PARTITIONS": str(self.partitions),
+        }
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def create(bootstrap: str, topics: Topics) -> None:
+    run(create_topics(bootstrap, topics.create_map()))
+
+
+def worker_env(
+    broker_url: str, topics: Topics, data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Env for one worker: tansu compat knobs, unique topics, free metrics/web ports."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env.update(TANSU_COMPAT)
+    env.update(topics.env())
+    env.update({
+        "PUFFERFISH_BROKER": broker_url,
+        "PUFFERFISH_DATA_DIR": str(data_dir),
+        "PUFFERFISH_METRICS_PORT": str(free_port()),
+        "PUFFERFISH_WEB_PORT": str(free_port()),
+        "PUFFERFISH_DOMAIN": "[0, 1, 2, 3, 4, 5]",
+        "PUFFERFISH_PAIRS": '["value_presence"]',
+        "PUFFERFISH_PRIOR_SOURCE": "learned",
+        "PUFFERFISH_AUTO_JOIN": "false",
+        "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(REPO),
+    })
+    if overrides:
+        env.update(overrides)
+    return env
+
+
+class Worker:
+    """One `python -m stream_app run` subprocess with its output captured in files."""
+
+    def __init__(self, env: Mapping[str, str], log_dir: Path, name: str,
+                 argv: Sequence[str] = ()) -> None:
+        self.env = dict(env)
+        self.name = name
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.stdout_path = log_dir / f"{name}.stdout"
+        self.stderr_path = log_dir / f"{name}.stderr"
+        self.argv = list(argv)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def metrics_port(self) -> int:
+        return int(self.env["PUFFERFISH_METRICS_PORT"])
+
+    def start(self) -> Worker:
+        out = open(self.stdout_path, "ab")  # noqa: SIM115 - the child owns the fd
+        err = open(self.stderr_path, "ab")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "stream_app", "run", *self.argv],
+                cwd=str(REPO), env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+            err.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL the worker's whole process group (no chance to commit or flush)."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+
+    def stop(self, grace: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after `grace` seconds. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        return self.proc.returncode
+
+    def output(self) -> str:
+        text = ""
+        for path in (self.stdout_path, self.stderr_path):
+            if path.exists():
+                text += path.read_text(errors="replace")
+        return text
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.output().splitlines()[-n:])
+
+    def metrics_text(self, timeout: float = 2.0) -> str | None:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=timeout
+            ) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return None
+
+    def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        text = self.metrics_text()
+        if text is None:
+            return None
+        return parse_metric(text, name, labels)
+
+
+def parse_metric(text: str, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """Value of one sample in Prometheus text format (None when absent)."""
+    want = dict(labels or {})
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        if "{" in head:
+            sample, _, label_text = head.partition("{")
+            got = dict(
+                part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part
+            )
+            got = {k: v.strip('"') for k, v in got.items()}
+        else:
+            sample, got = head, {}
+        if sample == name and got == want:
+            return float(value)
+    return None
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.25,
+    worker: Worker | None = None,
+) -> Any:
+    """Poll `predicate` until truthy; AssertionError naming `what` (and the worker log) on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if worker is not None and not worker.alive():
+            raise AssertionError(
+                f"worker {worker.name} exited ({worker.proc and worker.proc.returncode}) "
+                f"while waiting for {what}:\n{worker.tail()}"
+            )
+        if time.monotonic() > deadline:
+            extra = f"\nworker log tail:\n{worker.tail()}" if worker is not None else ""
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{extra}")
+        time.sleep(step)
+
+
+def wait_ready(worker: Worker, timeout: float = 60.0) -> None:
+    """Ready = /metrics answers (the worker's own registry is up)."""
+    wait_until(lambda: worker.metrics_text() is not None, timeout, "metrics endpoint", 0.5,
+               worker)
+
+
+# ---- producing ----------------------------------------------------------------------------
+
+async def _produce_raw(bootstrap: str, items: Iterable[tuple[str, bytes | None, bytes]]) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                max_request_size=2_000_000)
+    await producer.start()
+    sent = 0
+    try:
+        futures = []
+        for topic, key, value in items:
+            futures.append(await producer.send(topic, value, key=key))
+            sent += 1
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return sent
+
+
+def produce_raw(bootstrap: str, items: Iterable[tuple[str, bytes | None, bytes]]) -> int:
+    """Send (topic, key bytes or None, value bytes) exactly as given, in order; wait for acks."""
+    return int(run(_produce_raw(bootstrap, list(items))))
+
+
+def report(user: str, value: float, report_id: str, ts: float | None = None) -> bytes:
+    return json.dumps({"user_id": user, "value": value, "report_id": report_id,
+                       "ts": time.time() if ts is None else ts}).encode()
+
+
+def membership(user: str, event: str, ts: float | None = None) -> bytes:
+    return json.dumps({"user_id": user, "event": event,
+                       "ts": time.time() if ts is None else ts}).encode()
+
+
+# ---- consuming ----------------------------------------------------------------------------
+
+def read_json(bootstrap: str, topic: str, timeout: float = 3.0,
+              min_count: int | None = None) -> list[dict[str, Any]]:
+    records = run(consume_all(bootstrap, topic, timeout, min_count))
+    return [json.loads(r.value) for r in records if r.value is not None]
+
+
+def wait_for_records(bootstrap: str, topic: str, predicate: Callable[[list[dict[str, Any]]], Any],
+                     timeout: float, what: str, worker: Worker | None = None
+                     ) -> list[dict[str, Any]]:
+    """Re-read `topic` until predicate(records) holds; returns the records."""
+    box: list[list[dict[str, Any]]] = []
+
+    def check() -> bool:
+        recs = read_json(bootstrap, topic, timeout=1.5)
+        box[:] = [recs]
+        return bool(predicate(recs))
+
+    wait_until(check, timeout, what, step=0.5, worker=worker)
+    return box[0]
+
+
+# ---- corpus -------------------------------------------------------------------------------
+
+@dataclass
+class BadRecord:
+    name: str
+    topic: str
+    key: str | None
+    value: bytes
+    reason: str
+    also_ok: tuple[str, ...] = ()
+
+    @property
+    def accepted_reasons(self) -> set[str]:
+        return {self.reason, *self.also_ok}
+
+
+def load_bad_records() -> list[BadRecord]:
+    out = []
+    for line in (CORPUS / "bad_records.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        if "raw_b64" in item:
+            value = base64.b64decode(item["raw_b64"])
+        else:
+            value = item["raw"].encode()
+        if "pad_to" in item:
+            value = value + b" " * (int(item["pad_to"]) - len(value))
+        out.append(BadRecord(item["name"], item["topic"], item["key"], value, item["reason"],
+                             tuple(item.get("also_ok", ()))))
+    return out
+
+
+def laplace_bound(theta: float, tail: float = 1e-9) -> float:
+    """|noise| exceeds this with probability < tail (Laplace(theta): P(|X| > t) = e^{-t/theta})."""
+    import math
+    return theta * math.log(1 / tail) + 2 ** -10
+
+
+# ---- observing state without touching the product -----------------------------------------
+
+async def _read_keyed(bootstrap: str, topic: str, timeout: float) -> list[tuple[Any, Any]]:
+    records = await consume_all(bootstrap, topic, timeout)
+    out = []
+    for r in records:
+        key = json.loads(r.key) if r.key else None
+        value = json.loads(r.value) if r.value else None
+        out.append((key, value))
+    return out
+
+
+def users_changelog(bootstrap: str, app_id: str, timeout: float = 3.0) -> dict[str, dict[str, Any]]:
+    """Final per-user state from the users table's changelog topic (last record per key wins).
+
+    This is how the test sees each user's histogram and latest value: the worker keeps them in
+    a changelog-backed Faust table `users`; the changelog is what a restarted worker recovers
+    from, so checking it checks exactly the state that survives a crash.
+    """
+    latest: dict[str, dict[str, Any]] = {}
+    for key, value in run(_read_keyed(bootstrap, f"{app_id}-users-changelog", timeout)):
+        if key is None:
+            continue
+        if value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = value
+    return latest
+
+
+def wait_consumed(worker: Worker, kind: str, at_least: int, timeout: float = 60.0) -> None:
+    def check() -> bool:
+        got = worker.metric("pufferfish_events_consumed_total", {"kind": kind})
+        return got is not None and got >= at_least
+
+    wait_until(check, timeout, f"{at_least} consumed {kind} events", 0.25, worker)
+
+
+@dataclass
+class JournalCheck:
+    releases: int
+    distinct_seqs: int
+    identical_repeats: int
+    conflicting_seqs: list[int]
+    eps_decreases: list[tuple[int, float, float]]
+
+
+def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
+    """Seq uniqueness and monotone epsilon_spent over the releases topic (1 partition, log order)."""
+    by_seq: dict[int, list[dict[str, Any]]] = {}
+    for rec in releases:
+        by_seq.setdefault(int(rec["seq"]), []).append(rec)
+    conflicting, repeats = [], 0
+    for seq, recs in by_seq.items():
+        if len(recs) > 1:
+            keys = {(r["noisy_sum"], r["theta"], r["epsilon_spent"]) for r in recs}
+            if len(keys) > 1:
+                conflicting.append(seq)
+            else:
+                repeats += len(recs) - 1
+    decreases = []
+    for prev, cur in zip(releases, releases[1:], strict=False):
+        if cur["epsilon_spent"] < prev["epsilon_spent"]:
+            decreases.append((int(cur["seq"]), prev["epsilon_spent"], cur["epsilon_spent"]))
+    return JournalCheck(len(releases), len(by_seq), repeats, sorted(conflicting), decreases)

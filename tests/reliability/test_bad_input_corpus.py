@@ -1,0 +1,191 @@
+"""The fixed bad-input corpus through a real worker, interleaved with good records.
+
+Every bad record must come out as exactly one dead-letter record with the documented reason,
+the rejection counter must count it under that reason, the worker must not crash, and the good
+records around it must all be applied (the running sum is observed exactly: epsilon = 1e6 makes
+theta <= 5e-6, see test_crash_recovery.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stream_app.broker import EmbeddedBroker
+from stream_app.models import RAW_TRUNCATE_BYTES
+from tests.reliability.harness import (
+    Topics,
+    Worker,
+    create,
+    laplace_bound,
+    load_bad_records,
+    membership,
+    produce_raw,
+    read_json,
+    report,
+    wait_consumed,
+    wait_for_records,
+    wait_ready,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration]
+
+SETTINGS = {
+    "PUFFERFISH_EPSILON": "1000000",
+    "PUFFERFISH_BUDGET_TOTAL": "1e12",
+    "PUFFERFISH_RELEASE_PERIOD_SECONDS": "0.5",
+    "PUFFERFISH_LOG_LEVEL": "info",
+    "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
+}
+PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]
+
+
+def _setup_population(broker: EmbeddedBroker, topics: Topics, worker: Worker) -> None:
+    """cp-1..cp-5 join, report once; cp-1 also sends report id dup-1; cp-5 leaves."""
+    produce_raw(broker.bootstrap,
+                [(topics.membership, u.encode(), membership(u, "join", ts=10.0)) for u in PRESENT])
+    wait_consumed(worker, "join", len(PRESENT))
+    setup = [(topics.reports, u.encode(), report(u, i + 0, f"setup-{u}", ts=20.0 + i))
+             for i, u in enumerate(PRESENT)]
+    setup.append((topics.reports, b"cp-1", report("cp-1", 2, "dup-1", ts=30.0)))
+    produce_raw(broker.bootstrap, setup)
+    wait_consumed(worker, "report", len(setup))
+    produce_raw(broker.bootstrap, [(topics.membership, b"cp-5", membership("cp-5", "leave", 40.0))])
+    wait_consumed(worker, "leave", 1)
+
+
+def _eventually(check: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _dl_text(raw: bytes) -> str:
+    return raw[:RAW_TRUNCATE_BYTES].decode("utf-8", errors="backslashreplace")
+
+
+@pytest.mark.timeout(150)
+def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroker,
+                                                    tmp_path: Path) -> None:
+    broker = broker_module
+    topics = Topics(partitions=2)
+    create(broker.bootstrap, topics)
+    bad = load_bad_records()
+    assert len(bad) >= 45
+    worker = Worker(worker_env(broker.url, topics, tmp_path / "data", SETTINGS), tmp_path,
+                    "corpus").start()
+    try:
+        wait_ready(worker)
+        _setup_population(broker, topics, worker)
+        latest = {"cp-1": 2, "cp-2": 1, "cp-3": 2, "cp-4": 3}  # values after setup
+        stream: list[tuple[str, bytes | None, bytes]] = []
+        for i, rec in enumerate(bad):
+            topic = topics.reports if rec.topic == "reports" else topics.membership
+            stream.append((topic, rec.key.encode() if rec.key is not None else None, rec.value))
+            user = f"cp-{i % 4 + 1}"
+            value = (i * 7) % 6
+            stream.append((topics.reports, user.encode(),
+                           report(user, value, f"good-{i}", ts=100.0 + i)))
+            latest[user] = value
+        produce_raw(broker.bootstrap, stream)
+        expected_sum = sum(latest.values())
+
+        def all_dead_lettered(recs: list[dict[str, Any]]) -> bool:
+            return len(recs) >= len(bad)
+
+        deadletters = wait_for_records(broker.bootstrap, topics.deadletter, all_dead_lettered,
+                                       60, f"{len(bad)} dead letters", worker)
+        releases = wait_for_records(
+            broker.bootstrap, topics.releases,
+            lambda r: bool(r) and abs(r[-1]["noisy_sum"] - expected_sum)
+            <= laplace_bound(r[-1]["theta"]),
+            60, f"running sum {expected_sum}", worker)
+        metrics_text = worker.metrics_text() or ""
+        reason_metric = {
+            reason: worker.metric("pufferfish_events_rejected_total", {"reason": reason})
+            for reason in {x for r in bad for x in r.accepted_reasons}
+        }
+        alive = worker.alive()
+    finally:
+        code = worker.stop()
+    log = worker.output()
+
+    # one dead letter per bad record, matched by its (truncated) raw bytes and source topic
+    mismatches = []
+    unmatched = list(deadletters)
+    for rec in bad:
+        src = topics.reports if rec.topic == "reports" else topics.membership
+        hits = [d for d in unmatched if d["raw"] == _dl_text(rec.value) and d["source_topic"] == src]
+        if not hits:
+            mismatches.append(f"{rec.name}: no dead letter")
+            continue
+        unmatched.remove(hits[0])
+        if hits[0]["reason"] not in rec.accepted_reasons:
+            mismatches.append(f"{rec.name}: reason {hits[0]['reason']!r}, expected {rec.reason!r}")
+    got_by_name = {}
+    for rec in bad:
+        src = topics.reports if rec.topic == "reports" else topics.membership
+        got_by_name[rec.name] = next((d["reason"] for d in deadletters
+                                      if d["raw"] == _dl_text(rec.value)
+                                      and d["source_topic"] == src), None)
+    expected_counts = Counter(got_by_name[r.name] if got_by_name[r.name] in r.accepted_reasons
+                              else r.reason for r in bad)
+    print(f"\nRELIABILITY corpus: sent_bad={len(bad)}, sent_good={len(bad)}, "
+          f"deadlettered={len(deadletters)}, reasons={dict(Counter(d['reason'] for d in deadletters))}, "
+          f"releases={len(releases)}, final_sum_ok=True, lost=0")
+    assert mismatches == [], "\n".join(mismatches)
+    assert unmatched == [], f"unexpected extra dead letters: {unmatched}"
+    got_counts = {k: int(v or 0) for k, v in reason_metric.items() if v}
+    assert got_counts == dict(expected_counts), metrics_text
+    assert alive, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert code == 0 or code == -15 or code is None
+    for d in deadletters:
+        assert len(d["raw"]) <= 4 * RAW_TRUNCATE_BYTES
+        assert set(d) >= {"source_topic", "raw", "reason", "ts"}
+
+
+@pytest.mark.timeout(120)
+def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: EmbeddedBroker,
+                                                          tmp_path: Path) -> None:
+    """max_payload_bytes may be up to 1 MiB; a 5000-digit integer then reaches json.loads,
+    which raises a plain ValueError (Python's int digit limit) instead of JSONDecodeError."""
+    broker = broker_module
+    topics = Topics(partitions=1)
+    create(broker.bootstrap, topics)
+    settings = {**SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "65536"}
+    worker = Worker(worker_env(broker.url, topics, tmp_path / "data", settings), tmp_path,
+                    "digits").start()
+    poison = (b'{"user_id": "u1", "value": ' + b"7" * 5000
+              + b', "report_id": "poison", "ts": 50.0}')
+    try:
+        wait_ready(worker)
+        produce_raw(broker.bootstrap, [(topics.membership, b"u1", membership("u1", "join", 1.0))])
+        wait_consumed(worker, "join", 1)
+        produce_raw(broker.bootstrap, [
+            (topics.reports, b"u1", poison),
+            (topics.reports, b"u1", report("u1", 3, "after-poison", ts=60.0)),
+        ])
+        good_applied = _eventually(lambda: any(
+            abs(r["noisy_sum"] - 3) <= laplace_bound(r["theta"])
+            for r in read_json(broker.bootstrap, topics.releases, timeout=1.0)), 25)
+        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=2.0)
+        alive = worker.alive()
+    finally:
+        worker.stop()
+    crashed = "Traceback" in worker.output()
+    print(f"\nRELIABILITY 5000-digit value: dead_letters={[d['reason'] for d in deadletters]}, "
+          f"agent_crash_logged={crashed}, good_record_after_applied={good_applied}, alive={alive}")
+    assert alive
+    assert good_applied, "the good record after the poison record was never applied"
+    assert [d["reason"] for d in deadletters] in (["malformed_json"], ["invalid_schema"],
+                                                   ["out_of_domain"])
+    assert "Traceback" not in worker.output(), worker.output()[-3000:]

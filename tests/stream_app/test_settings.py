@@ -1,0 +1,70 @@
+"""Settings: env vars, JSON file, validation messages, secrets (no broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from stream_app.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("PUFFERFISH_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_bind_loopback_and_exact_rule() -> None:
+    s = Settings()
+    assert s.metrics_host == "127.0.0.1" and s.web_host == "127.0.0.1" and s.web_port is None
+    assert s.rule == "exact" and s.prior_source == "learned" and s.bootstrap == "127.0.0.1:9092"
+
+
+def test_env_and_json_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"epsilon": 0.5, "domain": [2, 0, 1], "input_partitions": 3}))
+    monkeypatch.setenv("PUFFERFISH_CONFIG_FILE", str(cfg))
+    monkeypatch.setenv("PUFFERFISH_INPUT_PARTITIONS", "2")  # env beats the file
+    monkeypatch.setenv("PUFFERFISH_PAIRS", '["value_presence", "value_change"]')
+    s = Settings()
+    assert s.epsilon == 0.5 and s.domain == (0.0, 1.0, 2.0) and s.input_partitions == 2
+    assert s.pairs == ("value_presence", "value_change")
+
+
+def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PUFFERFISH_SASL_PASSWORD", "hunter2")
+    s = Settings(broker_security_protocol="SASL_PLAINTEXT", sasl_username="me")
+    assert "hunter2" not in repr(s) and "hunter2" not in str(s.model_dump())
+    assert s.aiokafka_kwargs()["sasl_plain_password"] == "hunter2"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"domain": [0.1]}, "noise grid"),
+        ({"domain": []}, "at least one"),
+        ({"domain": [1, 1]}, "distinct"),
+        ({"epsilon": 0}, "epsilon"),
+        ({"pairs": ["bogus"]}, "pairs"),
+        ({"prior_source": "declared"}, "priors_file"),
+        ({"pairs": ["distribution_change"]}, "priors_file"),
+        ({"broker": "kafka://nohostport"}, "broker"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_bad_settings_name_the_field(kwargs: dict[str, object], needle: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        Settings(**kwargs)  # type: ignore[arg-type]
+    assert needle in str(info.value)
+
+
+def test_grid_check_depends_on_grid() -> None:
+    assert Settings(domain=[0.25, 1.5], grid_log2=-2).domain == (0.25, 1.5)
+    with pytest.raises(ValidationError, match="noise grid"):
+        Settings(domain=[0.25, 1.5], grid_log2=-1)

@@ -1,0 +1,109 @@
+"""Bad input on both input topics -> dead letters with the right reasons; the worker stays up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stream_app.broker import EmbeddedBroker, create_topics
+from stream_app.metrics import REJECT_REASONS
+from tests.kafka_helpers import consume_all, json_values
+from tests.stream_app.worker_proc import (
+    noise_bound,
+    scrape,
+    send,
+    start_worker,
+    wait_handled,
+    wait_until,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def rep(uid: str, value: object, rid: str) -> dict:
+    return {"user_id": uid, "value": value, "report_id": rid, "ts": time.time()}
+
+
+def join(uid: str) -> dict:
+    return {"user_id": uid, "event": "join", "ts": time.time()}
+
+
+def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(create_topics(broker.bootstrap, {"reports": 2, "membership": 2}))
+    env = worker_env(
+        broker, tmp_path, app_id="bad", input_partitions="2", domain=[0, 1, 2, 5],
+        pairs=["value_presence"], release_period_seconds="0.5", max_payload_bytes="1024",
+    )
+    worker = start_worker(env, tmp_path, "w")
+    try:
+        n = send(broker.bootstrap, "membership", [(u, join(u)) for u in ("a", "b", "c")])
+        wait_handled([worker], n, timeout=60)
+
+        membership_bad = [
+            ("a", b"{oops", "malformed_json"),
+            ("d", {"user_id": "d", "event": "join"}, "invalid_schema"),
+            ("e", b'{"user_id": "e", "event": "join", "ts": NaN}', "non_finite_value"),
+            ("zz", {"user_id": "zz", "event": "leave", "ts": 1.0}, "unknown_user"),
+            ("a", join("a"), "already_present"),
+            ("b", join("c"), "key_mismatch"),
+            ("d", join("d"), None),  # good record among the bad ones
+        ]
+        reports_bad = [
+            ("a", b"not json", "malformed_json"),
+            ("a", {"user_id": "a", "report_id": "x", "ts": 1.0}, "invalid_schema"),
+            ("a", b'{"user_id": "a", "value": NaN, "report_id": "y", "ts": 1}', "non_finite_value"),
+            ("a", rep("a", 99, "z"), "out_of_domain"),
+            ("nobody", rep("nobody", 1, "q"), "not_present"),
+            ("a", rep("a", 2, "r1"), None),
+            ("a", rep("a", 2, "r1"), "duplicate_report"),
+            ("b", rep("a", 1, "r9"), "key_mismatch"),
+            ("b", {**rep("b", 1, "big"), "pad": "x" * 2000}, "payload_too_large"),
+            ("b", rep("b", 5, "r2"), None),
+            (None, rep("c", 1, "nokey"), "key_mismatch"),
+        ]
+        n += send(broker.bootstrap, "membership", [(k, v) for k, v, _ in membership_bad])
+        n += send(broker.bootstrap, "reports", [(k, v) for k, v, _ in reports_bad])
+        wait_handled([worker], n)
+
+        expected = Counter(r for _, _, r in membership_bad + reports_bad if r is not None)
+        letters = json_values(asyncio.run(consume_all(
+            broker.bootstrap, "deadletter", timeout=15, min_count=sum(expected.values()))))
+        assert Counter(d["reason"] for d in letters) == expected
+        by_topic = Counter((d["source_topic"], d["reason"]) for d in letters)
+        assert by_topic[("membership", "malformed_json")] == 1
+        assert by_topic[("reports", "malformed_json")] == 1
+        for d in letters:
+            assert set(d) == {"source_topic", "raw", "reason", "ts"}
+            assert d["reason"] in REJECT_REASONS
+            assert len(d["raw"].encode()) <= 256 * 4
+        big = next(d for d in letters if d["reason"] == "payload_too_large")
+        assert len(big["raw"]) == 256 and big["raw"].startswith('{"user_id": "b"')
+
+        m = scrape(worker.metrics_port)
+        for reason in REJECT_REASONS:
+            got = m[("pufferfish_events_rejected_total", (("reason", reason),))]
+            assert got == expected.get(reason, 0), reason
+        assert m[("pufferfish_events_consumed_total", (("kind", "join"),))] == 4
+        assert m[("pufferfish_events_consumed_total", (("kind", "report"),))] == 2
+
+        # the good records around the bad ones made it into the releases: X = 2 + 5
+        drained = time.time()
+
+        def fresh() -> list[dict]:
+            recs = json_values(asyncio.run(consume_all(broker.bootstrap, "releases", timeout=1)))
+            return [r for r in recs if r["ts"] > drained + 1.0]
+
+        wait_until(lambda: len(fresh()) >= 2, 30, "releases after the bad input")
+        got = fresh()
+        for r in got:
+            assert r["theta"] == pytest.approx(5.0)  # value_presence: max |a| / eps, a = 5
+            assert abs(r["noisy_sum"] - 7.0) <= noise_bound(5.0, len(got))
+        assert worker.alive()
+    finally:
+        rc = worker.stop()
+    assert rc == 0, worker.log()

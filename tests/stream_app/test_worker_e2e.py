@@ -1,0 +1,128 @@
+"""End to end on a real tansu broker: one worker subprocess, joins/leaves/reports -> releases."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from core.auditor import audit
+from core.distribution import Distribution, point_zero
+from stream_app.broker import EmbeddedBroker, create_topics
+from tests.kafka_helpers import consume_all, json_values
+from tests.stream_app.worker_proc import (
+    Reference,
+    noise_bound,
+    scrape,
+    send,
+    start_worker,
+    wait_handled,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0)
+PAIRS = ("distribution_presence", "value_change")
+EPS = 1.0
+BUDGET = 10_000.0
+RELEASE_FIELDS = {
+    "seq", "ts", "noisy_sum", "theta", "epsilon", "epsilon_spent", "epsilon_remaining", "pairs",
+    "rule", "binding_pair",
+}
+
+
+def own_pairs(ref: Reference, uid: str) -> list[tuple[Distribution, Distribution]]:
+    """The user's secret pairs, written out from docs/design.md (not from stream_app)."""
+    dist = ref.dist(uid)
+    if dist is None:
+        return []
+    pairs = [(dist, point_zero())]
+    support = [v for v, p in zip(dist.support, dist.probs, strict=True) if p > 0]
+    if ref.users[uid].present and len(support) >= 2:
+        pairs.append((Distribution.point(max(support)), Distribution.point(min(support))))
+    return pairs
+
+
+def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recs = json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
+        fresh = [r for r in recs if r["ts"] > since]
+        if len(fresh) >= count:
+            return recs
+    raise AssertionError(f"fewer than {count} releases after t={since} within {timeout} s")
+
+
+def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(create_topics(broker.bootstrap, {"reports": 2, "membership": 2}))
+    env = worker_env(
+        broker, tmp_path, app_id="e2e", input_partitions="2", domain=list(DOMAIN),
+        pairs=list(PAIRS), epsilon=str(EPS), budget_total=str(BUDGET),
+        release_period_seconds="0.5",
+    )
+    worker = start_worker(env, tmp_path, "w1")
+    try:
+        ref = Reference(DOMAIN, PAIRS, EPS)
+        rng = random.Random(11)
+        users = [f"user-{i}" for i in range(12)]
+        n = send(broker.bootstrap, "membership",
+                 [(u, ref.join(u, group=f"g{i % 3}")) for i, u in enumerate(users)])
+        wait_handled([worker], n, timeout=60)
+
+        reports = []
+        for k in range(120):
+            u = rng.choice(users)
+            reports.append((u, ref.report(u, rng.choice(DOMAIN), f"r{k}")))
+        dups = [reports[3], reports[50], reports[50], reports[119]]  # same report_id re-sent
+        n += send(broker.bootstrap, "reports", reports + dups)
+        wait_handled([worker], n)
+        n += send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:3]])
+        wait_handled([worker], n)
+        # a late report for a present user changes X once the leaves are in
+        n += send(broker.bootstrap, "reports", [(users[5], ref.report(users[5], 4.0, "late"))])
+        wait_handled([worker], n)
+        drained = time.time()
+
+        metrics = scrape(worker.metrics_port)
+        assert metrics[("pufferfish_events_rejected_total", (("reason", "duplicate_report"),))] == 4
+        assert metrics[("pufferfish_events_consumed_total", (("kind", "report"),))] == 121
+        assert metrics[("pufferfish_events_consumed_total", (("kind", "join"),))] == 12
+        assert metrics[("pufferfish_events_consumed_total", (("kind", "leave"),))] == 3
+        assert not any("present" in name for name, _ in metrics)
+
+        # partials flush every <= 0.25 s; take releases that started >= 1 s after the drain
+        records = releases_after(broker.bootstrap, drained + 1.0, 4, timeout=30)
+        fresh = [r for r in records if r["ts"] > drained + 1.0]
+        x, theta = ref.x(), ref.theta()
+        assert theta > 0
+        bound = noise_bound(theta, len(fresh))
+        for r in fresh:
+            assert set(r) == RELEASE_FIELDS
+            assert r["theta"] == pytest.approx(theta, rel=1e-12)
+            assert abs(r["noisy_sum"] - x) <= bound, (r, x, bound)
+            assert r["pairs"] == list(PAIRS) and r["rule"] == "exact" and r["epsilon"] == EPS
+            # noise is on the 2**-10 grid
+            assert (r["noisy_sum"] * 1024).is_integer()
+        # every user's own pairs pass the exact audit at the user's theta_i and at the release's
+        for uid in users:
+            for a, b in own_pairs(ref, uid):
+                assert audit(a, b, ref.theta_i(uid)).loss <= EPS * (1 + 1e-9)
+                assert audit(a, b, fresh[-1]["theta"]).loss <= EPS * (1 + 1e-9)
+        # seqs 1..n without gaps; budget bookkeeping monotone and consistent
+        seqs = [r["seq"] for r in records]
+        assert seqs == list(range(1, len(records) + 1))
+        spent = [r["epsilon_spent"] for r in records]
+        assert all(b > a for a, b in zip(spent, spent[1:], strict=False))
+        for r in records:
+            assert r["epsilon_spent"] + r["epsilon_remaining"] == pytest.approx(BUDGET)
+        final = scrape(worker.metrics_port)
+        assert final[("pufferfish_releases_total", ())] >= len(records)
+        assert final[("pufferfish_theta", ())] == pytest.approx(theta)
+        assert worker.alive()
+    finally:
+        rc = worker.stop()
+    assert rc == 0, worker.log()

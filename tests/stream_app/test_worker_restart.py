@@ -1,0 +1,125 @@
+"""Restart durability: SIGTERM and SIGKILL mid-stream; state, budget and seqs survive."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from stream_app.broker import EmbeddedBroker, create_topics
+from tests.kafka_helpers import consume_all, json_values
+from tests.stream_app.worker_proc import (
+    Reference,
+    barrier,
+    noise_bound,
+    send,
+    start_worker,
+    wait_until,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+DOMAIN = (0.0, 1.0, 2.0, 3.0)
+PAIRS = ("distribution_presence",)
+BUDGET = 10_000.0
+PARTS = 2
+
+
+def all_releases(bootstrap: str) -> list[dict]:
+    return json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
+
+
+def check_consistent(bootstrap: str, ref: Reference, since: float) -> list[dict]:
+    """Releases after `since` carry the reference theta and a sum near the reference X."""
+
+    def fresh() -> list[dict]:
+        return [r for r in all_releases(bootstrap) if r["ts"] > since]
+
+    wait_until(lambda: len(fresh()) >= 3, 40, "releases after the drain")
+    got = fresh()
+    theta, x = ref.theta(), ref.x()
+    for r in got:
+        assert r["theta"] == pytest.approx(theta, rel=1e-12), (r, theta)
+        assert abs(r["noisy_sum"] - x) <= noise_bound(theta, len(got)), (r, x)
+    return got
+
+
+def check_journal(records: list[dict]) -> None:
+    """No seq with two different values; budget never decreases; seqs increase in log order."""
+    by_seq: dict[int, set] = defaultdict(set)
+    for r in records:
+        by_seq[r["seq"]].add((r["noisy_sum"], r["theta"], r["epsilon_spent"]))
+    assert all(len(v) == 1 for v in by_seq.values()), "a seq was published with two values"
+    seqs = [r["seq"] for r in records]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    spent = [r["epsilon_spent"] for r in records]
+    assert all(b > a for a, b in zip(spent, spent[1:], strict=False)), spent
+    for r in records:
+        assert r["epsilon_spent"] + r["epsilon_remaining"] == pytest.approx(BUDGET)
+
+
+def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(create_topics(broker.bootstrap, {"reports": PARTS, "membership": PARTS}))
+    env = worker_env(
+        broker, tmp_path, app_id="restart", input_partitions=str(PARTS), domain=list(DOMAIN),
+        pairs=list(PAIRS), budget_total=str(BUDGET), release_period_seconds="0.5",
+    )
+    ref = Reference(DOMAIN, PAIRS, 1.0)
+    rng = random.Random(5)
+    users = [f"u{i}" for i in range(10)]
+    sent: list[tuple[str, dict]] = []
+
+    def reports(tag: str, k: int) -> list[tuple[str, dict]]:
+        out = []
+        for j in range(k):
+            u = rng.choice([u for u in users if ref.users[u].present])
+            out.append((u, ref.report(u, rng.choice(DOMAIN), f"{tag}-{j}")))
+        sent.extend(out)
+        return out
+
+    worker = start_worker(env, tmp_path, "w1")
+    try:
+        send(broker.bootstrap, "membership", [(u, ref.join(u)) for u in users])
+        barrier(broker.bootstrap, PARTS, "joined")
+        send(broker.bootstrap, "reports", reports("a", 60))
+        barrier(broker.bootstrap, PARTS, "a")
+        check_consistent(broker.bootstrap, ref, time.time() + 1.0)
+
+        assert worker.stop(signal.SIGTERM) == 0, worker.log()
+        before = all_releases(broker.bootstrap)
+        worker = start_worker(env, tmp_path, "w2")
+        # users joined before the restart are still present; old report ids are still known
+        send(broker.bootstrap, "reports", reports("b", 40) + sent[:5])
+        barrier(broker.bootstrap, PARTS, "b")  # the two topics are not ordered w.r.t. each other
+        send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:2]])
+        barrier(broker.bootstrap, PARTS, "b2")
+        check_consistent(broker.bootstrap, ref, time.time() + 1.0)
+        after = all_releases(broker.bootstrap)
+        assert after[: len(before)] == before
+        assert after[len(before)]["seq"] == before[-1]["seq"] + 1
+        assert after[len(before)]["epsilon_spent"] > before[-1]["epsilon_spent"]
+
+        # SIGKILL mid-stream: send more, kill while it may still be working, restart
+        send(broker.bootstrap, "reports", reports("c", 40))
+        time.sleep(0.5)
+        worker.stop(signal.SIGKILL)
+        before = all_releases(broker.bootstrap)
+        worker = start_worker(env, tmp_path, "w3")
+        send(broker.bootstrap, "reports", reports("d", 20) + sent[10:15])
+        barrier(broker.bootstrap, PARTS, "d", timeout=90)
+        send(broker.bootstrap, "membership", [(users[0], ref.join(users[0]))])
+        barrier(broker.bootstrap, PARTS, "d2")
+        check_consistent(broker.bootstrap, ref, time.time() + 1.0)
+        after = all_releases(broker.bootstrap)
+        assert after[: len(before)] == before
+        check_journal(after)
+        assert worker.alive()
+    finally:
+        rc = worker.stop()
+    assert rc == 0, worker.log()

@@ -1,0 +1,272 @@
+"""Helpers for integration tests: workers as subprocesses, metrics scraping, a reference model.
+
+The reference model re-tracks the stream's per-user state independently of stream_app.state
+(plain dicts, no windows) so the expected theta and X are not computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.distribution import Distribution
+from core.user_theta import PairKind, user_theta
+from stream_app.broker import EmbeddedBroker, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+TANSU_KNOBS = {
+    "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
+    "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
+}
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    metrics_port: int
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+                raise AssertionError(f"worker ignored signal {sig} for {timeout} s") from None
+        return int(self.proc.returncode)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def worker_env(broker: EmbeddedBroker, tmp_path: Path, **settings: Any) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env.update(TANSU_KNOBS)
+    env["PUFFERFISH_BROKER"] = broker.url
+    env["PUFFERFISH_DATA_DIR"] = str(tmp_path / "data")
+    env["PUFFERFISH_LOG_LEVEL"] = "info"
+    for name, value in settings.items():
+        env[f"PUFFERFISH_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def start_worker(env: Mapping[str, str], tmp_path: Path, name: str) -> Worker:
+    port = free_port()
+    log_path = tmp_path / f"{name}.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stream_app", "run"],
+        env={**env, "PUFFERFISH_METRICS_PORT": str(port)}, cwd=str(tmp_path),
+        stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115
+    )
+    return Worker(proc, port, log_path)
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """All samples of a worker's /metrics ({} while it is not serving yet)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def handled(workers: Iterable[Worker]) -> float:
+    """Input records handled (consumed + rejected) summed over workers."""
+    total = 0.0
+    for w in workers:
+        for (name, _), value in scrape(w.metrics_port).items():
+            if name in ("pufferfish_events_consumed_total", "pufferfish_events_rejected_total"):
+                total += value
+    return total
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_handled(workers: list[Worker], count: int, timeout: float = 60.0) -> None:
+    def done() -> bool:
+        for w in workers:
+            assert w.alive(), f"worker died:\n{w.log()}"
+        return handled(workers) >= count
+
+    wait_until(done, timeout, f"{count} input records handled")
+
+
+async def produce_raw(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]]
+) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    n = 0
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+        n = len(futures)
+    finally:
+        await producer.stop()
+    return n
+
+
+def send(bootstrap: str, topic: str, records: Iterable[tuple[str | bytes | None, Any]]) -> int:
+    """Produce (key, value) pairs; dict values are JSON-encoded, bytes sent as they are."""
+    encoded = []
+    for key, value in records:
+        k = key.encode() if isinstance(key, str) else key
+        v = value if isinstance(value, bytes) else json.dumps(value).encode()
+        encoded.append((k, v))
+    return asyncio.run(produce_raw(bootstrap, topic, encoded))
+
+
+@dataclass
+class RefUser:
+    present: bool = False
+    group: str | None = None
+    counts: dict[float, int] = field(default_factory=dict)
+    latest: tuple[float, float] | None = None  # (ts, value)
+    ids: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Reference:
+    """The test's own account of the stream (what the worker should have computed)."""
+
+    domain: tuple[float, ...]
+    pairs: tuple[str, ...]
+    epsilon: float
+    rule: str = "exact"
+    users: dict[str, RefUser] = field(default_factory=dict)
+
+    def join(self, uid: str, group: str | None = None) -> dict[str, Any]:
+        u = self.users.setdefault(uid, RefUser())
+        assert not u.present
+        u.present = True
+        u.group = group if group is not None else u.group
+        ev = {"user_id": uid, "event": "join", "ts": time.time()}
+        if group is not None:
+            ev["group"] = group
+        return ev
+
+    def leave(self, uid: str) -> dict[str, Any]:
+        u = self.users[uid]
+        assert u.present
+        u.present = False
+        return {"user_id": uid, "event": "leave", "ts": time.time()}
+
+    def report(self, uid: str, value: float, rid: str) -> dict[str, Any]:
+        u = self.users[uid]
+        assert u.present and value in self.domain
+        ts = time.time()
+        if rid not in u.ids:
+            u.ids.add(rid)
+            u.counts[value] = u.counts.get(value, 0) + 1
+            if u.latest is None or ts >= u.latest[0]:
+                u.latest = (ts, value)
+        return {"user_id": uid, "value": value, "report_id": rid, "ts": ts}
+
+    def x(self) -> float:
+        return sum(u.latest[1] for u in self.users.values() if u.present and u.latest)
+
+    def dist(self, uid: str) -> Distribution | None:
+        counts = {v: c for v, c in self.users[uid].counts.items() if c > 0}
+        if not counts:
+            return None
+        values = sorted(counts)
+        return Distribution.from_counts(values, [counts[v] for v in values])
+
+    def theta_i(self, uid: str) -> float:
+        u = self.users[uid]
+        pairs = frozenset(PairKind(p) for p in self.pairs)
+        return user_theta(self.dist(uid), u.present, u.group, pairs, self.epsilon, self.rule).theta
+
+    def theta(self) -> float:
+        return max((self.theta_i(uid) for uid in self.users), default=0.0)
+
+
+def noise_bound(theta: float, releases: int, fail_prob: float = 1e-6) -> float:
+    """A bound all R releases' noise stays within, except with probability < p.
+
+    Discrete Laplace on the grid g: Pr[|noise| > t] <= 2 e^{-t/theta} / (1 + e^{-g/theta})
+    <= 2 e^{-t/theta}; union bound over R releases -> t = theta * ln(2R/p).
+    """
+    return theta * math.log(2 * releases / fail_prob)
+
+
+def barrier(bootstrap: str, partitions: int, tag: str, timeout: float = 60.0) -> None:
+    """Return once every input partition of both topics was handled up to now.
+
+    Puts one record that must be rejected at the end of each partition (a report and a leave
+    from a user who never joined) and waits for all of their dead letters: partitions are
+    processed in order, so everything produced before is handled.
+    """
+    from tests.kafka_helpers import consume_all, json_values
+
+    uid = f"barrier-{tag}"
+    records = {
+        "reports": lambda p: {"user_id": uid, "value": 0, "report_id": f"{tag}-{p}", "ts": 0.0},
+        "membership": lambda p: {"user_id": uid, "event": "leave", "ts": float(p)},
+    }
+
+    async def put() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        try:
+            for topic, make in records.items():
+                for p in range(partitions):
+                    await producer.send_and_wait(
+                        topic, json.dumps(make(p)).encode(), key=uid.encode(), partition=p
+                    )
+        finally:
+            await producer.stop()
+
+    asyncio.run(put())
+    wanted = {("reports", p) for p in range(partitions)} | {
+        ("membership", p) for p in range(partitions)
+    }
+
+    def seen() -> bool:
+        got = set()
+        for d in json_values(asyncio.run(consume_all(bootstrap, "deadletter", timeout=0.5))):
+            if uid not in d["raw"]:
+                continue
+            doc = json.loads(d["raw"])
+            if d["source_topic"] == "reports":
+                got.add(("reports", int(doc["report_id"].rsplit("-", 1)[1])))
+            else:
+                got.add(("membership", int(doc["ts"])))
+        return wanted <= got
+
+    wait_until(seen, timeout, f"barrier {tag}", interval=0.3)
