@@ -3,8 +3,9 @@
 P_Y(y|A) = sum_k a_k e^{-|y - x_k|/theta} / (2 theta). Between adjacent support points the
 ratio P_Y(y|A)/P_Y(y|B) has the form (c1 + c2 u)/(d1 + d2 u) with u = e^{2y/theta}, which is
 monotone, and beyond the supports it is the constant sum a_k e^{+-x_k/theta} / sum b_k
-e^{+-x_k/theta}. So sup over y is a max over the support points and the two tails
-(ERRATA, "A user-local exact calibration"). Everything is in log space (log-sum-exp).
+e^{+-x_k/theta} (the two tails), which is also its value at the outermost support point.
+So sup over y is a max over the support points (ERRATA, "A user-local exact calibration").
+Everything is in log space (log-sum-exp).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class PairAuditor:
     (absolute error in the log ratio about 1e-16 * span/theta, i.e. <= ~1e-12).
     """
 
-    __slots__ = ("_geometry", "_logw", "_split", "_noiseless", "_span", "_grid")
+    __slots__ = ("_geometry", "_logw", "_split", "_noiseless", "_span", "_grid", "_points", "_xs")
 
     def __init__(self, a: Distribution, b: Distribution) -> None:
         ax, ap = a.positive_arrays()
@@ -55,12 +56,11 @@ class PairAuditor:
         self._span = float(points[-1] - points[0])
         self._split = ax.size
         self._logw = np.log(np.concatenate((ap, bp)))
-        self._geometry: FloatArray | None = None
+        self._points = points
+        self._xs = np.concatenate((ax, bx))
+        self._geometry: FloatArray | None = None  # built on first use
         self._grid: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
-        if points.size * (ax.size + bx.size) <= MATRIX_MAX_CELLS:
-            xs = np.concatenate((ax, bx))
-            self._geometry = -np.abs(points[:, None] - xs[None, :])
-        else:
+        if points.size * self._xs.size > MATRIX_MAX_CELLS:
             self._grid = (
                 points - points[0],
                 points[-1] - points,
@@ -70,23 +70,15 @@ class PairAuditor:
 
     def sides(self, theta: float) -> tuple[float, float]:
         """(forward, reverse) at theta > 0."""
-        if self._geometry is None and self._span > PREFIX_MAX_SPAN * theta:
-            assert self._grid is not None
-            points = self._grid[0]
-            bx_start = self._split
-            xs = np.concatenate((points[self._grid[2] > -np.inf], points[self._grid[3] > -np.inf]))
-            self._geometry = -np.abs(points[:, None] - xs[None, :])
-            del bx_start
-        if self._geometry is not None and (
-            self._grid is None or self._span > PREFIX_MAX_SPAN * theta
-        ):
+        if self._grid is None or self._span > PREFIX_MAX_SPAN * theta:
             diff = self._matrix_log_ratio(theta)
         else:
             diff = self._prefix_log_ratio(theta)
         return float(diff.max()), float(-diff.min())
 
     def _matrix_log_ratio(self, theta: float) -> FloatArray:
-        assert self._geometry is not None
+        if self._geometry is None:
+            self._geometry = -np.abs(self._points[:, None] - self._xs[None, :])
         m = self._geometry / theta + self._logw
         # Fast path: one shift per row for both sums; fall back to one shift per sum when a
         # sum would lose precision (one prior negligible next to the other at that row).

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from core import _validate
+from core._validate import FloatArray
 from core.auditor import PairAuditor
 from core.distribution import Distribution, point_zero
 from core.errors import PufferfishInputError
@@ -133,10 +134,8 @@ def distribution_change_binary_relaxed(
     rule, theorem = "relaxed", "Lemma SuffCondSPQBinaryRelax (corrected)"
     if pp == qq:
         return Calibration(0.0, e, rule, "distribution_change", theorem)
-    lo, hi = int(rx.min()), int(rx.max())
-    r = np.zeros(hi - lo + 3)  # r[k] = R(lo - 1 + k), one empty cell each side
-    r[rx.astype(np.int64) - lo + 1] = rp
-    below, here = r[:-1], r[1:]  # R(x'-1), R(x') for x' = lo .. hi + 1
+    columns = np.union1d(rx, rx + 1.0)  # every x' where a shifted mass can sit
+    below, here = _mass_at(rx, rp, columns - 1.0), _mass_at(rx, rp, columns)
     if pp < qq:
         shifted = (qq - pp) * below
         stay = pp * below + (1.0 - qq) * here
@@ -146,6 +145,12 @@ def distribution_change_binary_relaxed(
     psi = float(np.min(stay[shifted > 0.0] / shifted[shifted > 0.0]))
     theta = 1.0 / math.log(math.exp(e) + math.expm1(e) * psi)
     return Calibration(theta, e, rule, "distribution_change", theorem)
+
+
+def _mass_at(xs: FloatArray, ps: FloatArray, at: FloatArray) -> FloatArray:
+    """Pr(X = at) for a law with sorted support xs (0 off the support)."""
+    k = np.minimum(np.searchsorted(xs, at), xs.size - 1)
+    return np.where(xs[k] == at, ps[k], 0.0)
 
 
 def kantorovich(a: Distribution, b: Distribution, eps: float) -> Calibration:
@@ -158,19 +163,26 @@ def exact(a: Distribution, b: Distribution, eps: float) -> Calibration:
     """The smallest theta whose exact two-sided loss on (A, B) is <= eps (ERRATA, last section).
 
     Applied to user i's own pair it is valid for every population (a mixture ratio with equal
-    weights is at most its largest component ratio). The loss does not increase with theta,
+    weights is at most its largest component ratio). The loss does not increase with theta
+    (for t < theta, Lap_theta = Lap_t * K with K = (t/theta)^2 delta_0 + (1 - (t/theta)^2)
+    Lap_theta, compare characteristic functions; post-processing cannot raise the loss),
     and plan_spread/eps passes (Proposition 1), so: bracket the crossing of log-loss with
-    log eps in log-theta, then shrink the bracket (Illinois false position with bisection
+    log eps in log-theta, then shrink the bracket (false position with bisection
     safeguard). The returned theta is the passing end of a bracket narrower than 5e-10 in
     log-theta, so it passes and is within 1e-6 (relative) of the infimum. If even theta -> 0
     passes (ERRATA 12), theta = 0: right for this pair alone, the release takes the max.
     """
     e = _validate.epsilon(eps)
+    return Calibration(exact_theta(a, b, e), e, "exact", "priors", "exact audit (ERRATA)")
+
+
+def exact_theta(a: Distribution, b: Distribution, eps: float, spread: float | None = None) -> float:
+    """``exact(a, b, eps).theta`` for a validated eps; pass ``plan_spread(a, b)`` if known."""
     auditor = PairAuditor(a, b)
-    label = ("exact", "priors", "exact audit (ERRATA)")
-    if max(auditor.noiseless) <= e:
-        return Calibration(0.0, e, *label)
-    return Calibration(_smallest_passing_theta(auditor, plan_spread(a, b) / e, e), e, *label)
+    if max(auditor.noiseless) <= eps:
+        return 0.0
+    upper = (plan_spread(a, b) if spread is None else spread) / eps
+    return _smallest_passing_theta(auditor, upper, eps)
 
 
 _LOG_WIDTH = 5e-10

@@ -46,6 +46,16 @@ class Distribution(BaseModel):
         except ValidationError as exc:
             raise _input_error(exc) from None
 
+    @classmethod
+    def model_validate_json(
+        cls, json_data: str | bytes | bytearray, **kwargs: Any
+    ) -> Distribution:
+        """As pydantic's, but bad input raises PufferfishInputError."""
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except ValidationError as exc:
+            raise _input_error(exc) from None
+
     @model_validator(mode="before")
     @classmethod
     def _normalise(cls, data: Any) -> Any:
@@ -57,6 +67,15 @@ class Distribution(BaseModel):
             raise PufferfishInputError("probs", "is required")
         xs, ps = _validate.support_and_probs(data["support"], data["probs"])
         return {"support": tuple(xs.tolist()), "probs": tuple(ps.tolist())}
+
+    def __eq__(self, other: object) -> bool:
+        # Compare the fields only: the cached arrays in __dict__ must not take part.
+        if not isinstance(other, Distribution):
+            return NotImplemented
+        return self.support == other.support and self.probs == other.probs
+
+    def __hash__(self) -> int:
+        return hash((self.support, self.probs))
 
     @cached_property
     def _cached(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:

@@ -85,8 +85,9 @@ def user_theta(
         if kind not in kinds:
             continue
         for a, b, calibrate in _own_pairs(kind, dist, present, group, references, rule):
-            pair_theta = calibrate(a, b, e)
-            spread = max(spread, plan_spread(a, b))
+            pair_spread = plan_spread(a, b)
+            pair_theta = calibrate(a, b, e, pair_spread)
+            spread = max(spread, pair_spread)
             if pair_theta > theta:
                 theta, binding = pair_theta, kind
     return UserCalibration(theta=theta, spread=spread, binding_pair=binding)
@@ -103,7 +104,8 @@ def set_theta(users: Mapping[str, UserCalibration]) -> SetCalibration:
     return SetCalibration(theta=theta, binding_user=who, binding_pair=pair, spread=spread)
 
 
-Calibrate = Callable[[Distribution, Distribution, float], float]
+# (a, b, eps, plan_spread(a, b)) -> theta
+Calibrate = Callable[[Distribution, Distribution, float, float], float]
 
 
 def _own_pairs(
@@ -132,19 +134,19 @@ def _own_pairs(
     return [(dist, q, _change_rule(rule)) for h, q in sorted(references.items()) if h != group]
 
 
-def _exact(a: Distribution, b: Distribution, e: float) -> float:
-    return cal.exact(a, b, e).theta
+def _exact(a: Distribution, b: Distribution, e: float, spread: float) -> float:
+    return cal.exact_theta(a, b, e, spread)
 
 
-def _kantorovich(a: Distribution, b: Distribution, e: float) -> float:
-    return cal.kantorovich(a, b, e).theta
+def _kantorovich(a: Distribution, b: Distribution, e: float, spread: float) -> float:
+    return spread / e  # Proposition 1 on the own pair
 
 
 def _value_rule(rule: str) -> Calibrate:
     # Thm 1 on (d_a, d_b) and Thm 2 on (d_a, d_0) are both |a - b| / eps.
     if rule == "exact":
         return _exact
-    return lambda a, b, e: cal.value_change(a.support[0], b.support[0], e).theta
+    return lambda a, b, e, _spread: cal.value_change(a.support[0], b.support[0], e).theta
 
 
 def _presence_rule(rule: str) -> Calibrate:
@@ -153,8 +155,8 @@ def _presence_rule(rule: str) -> Calibrate:
     if rule == "kantorovich":
         return _kantorovich
     if rule == "bound":
-        return lambda a, b, e: cal.distribution_presence_bound(a, e).theta
-    return lambda a, b, e: cal.distribution_presence_relaxed(a, e).theta
+        return lambda a, b, e, _spread: cal.distribution_presence_bound(a, e).theta
+    return lambda a, b, e, _spread: cal.distribution_presence_relaxed(a, e).theta
 
 
 def _change_rule(rule: str) -> Calibrate:
@@ -163,11 +165,11 @@ def _change_rule(rule: str) -> Calibrate:
     if rule == "kantorovich":
         return _kantorovich
     if rule == "bound":
-        return lambda a, b, e: cal.distribution_change_thm4(a, b, e).theta
+        return lambda a, b, e, _spread: cal.distribution_change_thm4(a, b, e).theta
     return _relaxed_change
 
 
-def _relaxed_change(a: Distribution, b: Distribution, e: float) -> float:
+def _relaxed_change(a: Distribution, b: Distribution, e: float, _spread: float) -> float:
     if a.is_bernoulli() and b.is_bernoulli():
         return cal.distribution_change_binary_relaxed(a, b, point_zero(), e).theta
     return cal.distribution_change_thm4(a, b, e).theta

@@ -105,7 +105,7 @@ class PufferfishApp:
             s.topic_deadletter, key_type=bytes, value_type=bytes,
             key_serializer="raw", value_serializer="raw", partitions=1,
         )
-        json_schema = faust.Schema(key_serializer="json", value_serializer="json")
+        json_schema: Any = faust.Schema(key_serializer="json", value_serializer="json")
         self.users = app.Table(
             "users", default=None, partitions=s.input_partitions, schema=json_schema,
         )
@@ -116,13 +116,14 @@ class PufferfishApp:
         app.agent(self.partials_topic, name="collect")(self._collect)
         app.timer(partials_interval(s), name="publish_partials")(self._publish_partials)
         app.timer(s.release_period_seconds, name="release")(self._release_tick)
-        app.on_partitions_revoked.connect(self._on_revoked)
-        app.on_partitions_assigned.connect(self._on_assigned)
-        app.on_before_shutdown.connect(self._on_shutdown)
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
+        app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
+        app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]
 
     def _check_calibration(self) -> None:
         """Fail at start-up, not on the first event, if core rejects the configured rule/pairs."""
-        probe = UserState(partition=0, present=True, counts=(1,) + (0,) * (len(self.settings.domain) - 1))
+        counts = (1,) + (0,) * (len(self.settings.domain) - 1)
+        probe = UserState(partition=0, present=True, counts=counts)
         if self.settings.prior_source == "declared":
             probe = UserState(partition=0, present=True, group=None)
         try:
@@ -140,7 +141,8 @@ class PufferfishApp:
             return set()
 
     def _ready(self) -> bool:
-        return bool(self.app.tables.recovery.completed.is_set()) and not self.app.rebalancing
+        recovery = self.app.tables.recovery  # type: ignore[attr-defined]
+        return bool(recovery.completed.is_set()) and not self.app.rebalancing
 
     def owns_release(self) -> bool:
         return self._ready() and TP(self.settings.topic_partials, 0) in self._assigned()
@@ -170,7 +172,13 @@ class PufferfishApp:
     async def _process(self, stream: Any) -> None:
         async for event in stream.events():
             msg = event.message
-            reason = self.handle(msg.topic, msg.partition, msg.key, msg.value)
+            try:
+                reason = self.handle(msg.topic, msg.partition, msg.key, msg.value)
+            except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
+                # only the type: an exception message could quote the record
+                log.error("record could not be processed (%s); dead-lettered", type(exc).__name__)
+                self.metrics.events_rejected.labels(reason="invalid_schema").inc()
+                reason = "invalid_schema"
             if reason is not None:
                 dl = dead_letter(msg.topic, msg.value, reason, time.time())
                 try:
@@ -179,7 +187,9 @@ class PufferfishApp:
                     self.metrics.broker_errors.inc()
                     log.error("dead letter not sent (%s)", type(exc).__name__)
 
-    def handle(self, topic: str, partition: int, key: bytes | None, raw: bytes | None) -> str | None:
+    def handle(
+        self, topic: str, partition: int, key: bytes | None, raw: bytes | None
+    ) -> str | None:
         """Apply one input record; return the dead-letter reason or None when accepted."""
         s = self.settings
         try:
@@ -223,19 +233,19 @@ class PufferfishApp:
         for tp in sorted(self._assigned()):
             if tp.topic != self.settings.topic_reports:
                 continue
-            agg = self.aggregate(tp.partition)
-            if not agg.dirty:
-                continue
-            partial = Partial(
-                partition=tp.partition, sum_units=agg.sum_units, theta=agg.theta,
-                spread=agg.spread, binding_pair=agg.binding_pair, newest_ts=agg.newest_ts,
-                new_events=agg.new_events,
-            )
-            agg.dirty, agg.new_events = False, 0
             try:
+                agg = self.aggregate(tp.partition)
+                if not agg.dirty:
+                    continue
+                partial = Partial(
+                    partition=tp.partition, sum_units=agg.sum_units, theta=agg.theta,
+                    spread=agg.spread, binding_pair=agg.binding_pair, newest_ts=agg.newest_ts,
+                    new_events=agg.new_events,
+                )
+                agg.dirty, agg.new_events = False, 0
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001
-                agg.dirty = True
+                self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
                 self.metrics.broker_errors.inc()
                 log.error("partial not sent (%s)", type(exc).__name__)
 

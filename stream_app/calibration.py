@@ -26,7 +26,9 @@ def load_priors(path: Path) -> dict[str, Distribution]:
     except json.JSONDecodeError as exc:
         raise PufferfishInputError("priors_file", f"is not valid JSON ({exc.msg})") from None
     if not isinstance(doc, dict) or not doc:
-        raise PufferfishInputError("priors_file", "must be a non-empty object {group: {support, probs}}")
+        raise PufferfishInputError(
+            "priors_file", "must be a non-empty object {group: {support, probs}}"
+        )
     out: dict[str, Distribution] = {}
     for group, spec in doc.items():
         if not isinstance(spec, dict):
@@ -79,7 +81,6 @@ class UserCalibrator:
             dist, present, group, self.pairs, self.epsilon, rule=self.rule,
             references=self.references,
         )
-        binding = cal.binding_pair
-        if binding is not None:
-            binding = str(getattr(binding, "value", binding))
+        pair = cal.binding_pair
+        binding = str(getattr(pair, "value", pair)) if pair is not None else None
         return float(cal.theta), float(cal.spread), binding

@@ -161,13 +161,15 @@ class Releaser:
                 self._said_zero_theta = True
             return None
         charge = composition_charge(spread, theta, s.epsilon)
+        # Draw first: a draw that fails (or is refused by the budget below) is never
+        # published, so it costs nothing; a charge is never taken for a release not drawn.
+        value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
+        noisy = secure_laplace_release(value, theta, s.grid_log2)
         try:
             self.accountant.spend(charge)
         except BudgetExhausted:
             self._mark_exhausted(f"a release would cost {charge:g}")
             return None
-        value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
-        noisy = secure_laplace_release(value, theta, s.grid_log2)
         self.last_seq += 1  # burnt even if the send fails: a seq never carries two values
         record = Release(
             seq=self.last_seq, ts=time.time(), noisy_sum=noisy, theta=theta, epsilon=s.epsilon,

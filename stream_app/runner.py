@@ -58,7 +58,9 @@ async def ensure_topics(settings: Settings, timeout: float = 30.0) -> None:
                 )
                 for name, code, *_ in resp.topic_errors:
                     if code not in (0, _TOPIC_ALREADY_EXISTS):
-                        raise TopicSetupError(f"topic {name!r}: creation refused (Kafka error {code})")
+                        raise TopicSetupError(
+                            f"topic {name!r}: creation refused (Kafka error {code})"
+                        )
                 existing = {
                     t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None)
                 }
@@ -94,13 +96,13 @@ def run_worker(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    asyncio.run(ensure_topics(settings))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     metrics = Metrics.create()
+    worker_app = PufferfishApp(settings, metrics)  # checks priors and calibration first
+    loop.run_until_complete(ensure_topics(settings))
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_host, settings.metrics_port)
-    worker_app = PufferfishApp(settings, metrics)
     worker = faust.Worker(
         worker_app.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop,
         redirect_stdouts=False,

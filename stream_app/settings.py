@@ -1,4 +1,4 @@
-"""Worker settings: env ``PUFFERFISH_*``, an optional JSON file (``PUFFERFISH_CONFIG_FILE``), kwargs.
+"""Worker settings: env ``PUFFERFISH_*``, a JSON file (``PUFFERFISH_CONFIG_FILE``), kwargs.
 
 Priority: keyword arguments > environment > JSON file > defaults. Secrets (``sasl_password``)
 are ``SecretStr``: they print as ``**********`` and are never logged.
@@ -101,6 +101,23 @@ class Settings(BaseSettings):
             sources.append(JsonConfigSettingsSource(settings_cls, json_file=Path(config_file)))
         return tuple(sources)
 
+    @field_validator("metrics_port", "web_port", mode="before")
+    @classmethod
+    def _port_off(cls, v: Any) -> Any:
+        """``""``, ``none``, ``null`` or ``off`` (e.g. from an env var) disable the server."""
+        if isinstance(v, str) and v.strip().lower() in ("", "none", "null", "off"):
+            return None
+        return v
+
+    @field_validator("rule")
+    @classmethod
+    def _known_rule(cls, v: str) -> str:
+        from core.user_theta import RULES
+
+        if v not in RULES:
+            raise ValueError(f"must be one of {', '.join(RULES)}")
+        return v
+
     @field_validator("domain")
     @classmethod
     def _domain_sorted_distinct(cls, v: tuple[float, ...]) -> tuple[float, ...]:
@@ -165,11 +182,12 @@ class Settings(BaseSettings):
             return None
         from aiokafka.helpers import create_ssl_context
 
-        return create_ssl_context(
+        ctx: ssl.SSLContext = create_ssl_context(
             cafile=str(self.ssl_cafile) if self.ssl_cafile else None,
             certfile=str(self.ssl_certfile) if self.ssl_certfile else None,
             keyfile=str(self.ssl_keyfile) if self.ssl_keyfile else None,
         )
+        return ctx
 
     def aiokafka_kwargs(self) -> dict[str, Any]:
         """Connection/security keyword arguments for aiokafka clients."""

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from core.auditor import audit
+from core.auditor import PairAuditor, audit
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
 
@@ -92,3 +92,34 @@ def test_bad_theta(theta: float) -> None:
     with pytest.raises(PufferfishInputError) as info:
         audit(Distribution.point(0), Distribution.point(1), theta)
     assert info.value.field == "theta"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_large_pairs_match_dense_grid(seed: int) -> None:
+    """Pairs above MATRIX_MAX_CELLS take the running log-sum path."""
+    rng = np.random.default_rng(100 + seed)
+    laws = []
+    for _ in range(2):
+        k = int(rng.integers(50, 90))
+        xs = rng.choice(np.arange(-120, 121), size=k, replace=False)
+        laws.append(Distribution.from_points(xs.tolist(), rng.dirichlet(np.ones(k)).tolist()))
+    a, b = laws
+    assert PairAuditor(a, b)._grid is not None
+    theta = float(np.exp(rng.uniform(np.log(2), np.log(60))))
+    forward, reverse = grid_loss(a, b, theta)
+    result = audit(a, b, theta)
+    assert result.forward == pytest.approx(forward, rel=1e-9, abs=1e-12)
+    assert result.reverse == pytest.approx(reverse, rel=1e-9, abs=1e-12)
+
+
+def test_large_pair_with_small_theta_matches_dense_grid() -> None:
+    # span / theta above PREFIX_MAX_SPAN: the matrix path answers, still exactly
+    rng = np.random.default_rng(7)
+    k = 80
+    a = Distribution.from_points(list(range(k)), rng.dirichlet(np.ones(k)).tolist())
+    b = Distribution.from_points(list(range(1, k + 1)), rng.dirichlet(np.ones(k)).tolist())
+    theta = 0.05
+    forward, reverse = grid_loss(a, b, theta)
+    result = audit(a, b, theta)
+    assert result.forward == pytest.approx(forward, rel=1e-9)
+    assert result.reverse == pytest.approx(reverse, rel=1e-9)

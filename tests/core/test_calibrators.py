@@ -129,3 +129,11 @@ def test_user_pair() -> None:
     with pytest.raises(PufferfishInputError) as info:
         cal.user_pair("nonsense")
     assert info.value.field == "kind"
+
+
+def test_relaxed_binary_with_a_sparse_rest() -> None:
+    rest = Distribution.from_points([0, 10**9], [0.5, 0.5])
+    eps = 0.2
+    theta = cal.distribution_change_binary_relaxed(B2, B9, rest, eps).theta
+    assert theta == pytest.approx(1 / math.log(math.exp(eps) + math.expm1(eps) * 2 / 7))
+    assert audit(B2.convolve(rest), B9.convolve(rest), theta).loss <= eps * (1 + 1e-12)

@@ -162,3 +162,22 @@ def test_bernoulli_p_refuses_other_laws() -> None:
     with pytest.raises(PufferfishInputError) as info:
         Distribution.from_points([0, 2], [0.5, 0.5]).bernoulli_p()
     assert info.value.field == "distribution"
+
+
+def test_equality_ignores_cached_arrays() -> None:
+    c = Distribution.from_points([1, 2], [0.5, 0.5])
+    d = Distribution.from_points([2, 1], [0.5, 0.5])
+    c.arrays()
+    assert c == d and d == c
+    d.arrays()
+    assert c == d
+    assert {c: 1}[d] == 1
+    assert c != Distribution.from_points([1, 2], [0.4, 0.6])
+
+
+def test_json_round_trip_and_bad_json() -> None:
+    d = Distribution.from_points([0, 2], [0.25, 0.75])
+    assert Distribution.model_validate_json(d.model_dump_json()) == d
+    with pytest.raises(PufferfishInputError) as info:
+        Distribution.model_validate_json('{"support": [0, 2], "probs": [0.25, 0.8]}')
+    assert info.value.field == "probs"

@@ -525,3 +525,8 @@ def test_zetas_change_no_prior_and_no_theta(eps: float) -> None:
         assert (a1, b1) == (a2, b2)
         for rule in (cal.exact, cal.kantorovich):
             assert rule(a1, b1, eps).theta == rule(a2, b2, eps).theta
+    rest1 = system(BERN_P, zeta=1.0).rest_law(USER4)
+    rest2 = system(BERN_P, zeta=0.2).rest_law(USER4)
+    assert rest1 == rest2
+    relaxed = cal.distribution_change_binary_relaxed
+    assert relaxed(BERN_P, BERN_Q, rest1, eps) == relaxed(BERN_P, BERN_Q, rest2, eps)

@@ -1,4 +1,7 @@
-"""Paths and helpers shared by the deploy tests (no Docker engine here: files are checked statically)."""
+"""Paths and helpers shared by the deploy tests.
+
+No Docker engine runs here: deploy files are checked statically.
+"""
 
 from __future__ import annotations
 

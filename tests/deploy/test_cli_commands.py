@@ -58,7 +58,8 @@ def test_deployed_command_is_a_real_subcommand_with_real_flags(where: str) -> No
     assert argv[0] == "pufferfish", where
     subcommand, *rest = argv[1:]
     result = _help(subcommand)
-    assert result.returncode == 0, f"{where}: `pufferfish {subcommand} --help` failed:\n{result.stderr}"
+    assert result.returncode == 0, (
+        f"{where}: `pufferfish {subcommand} --help` failed:\n{result.stderr}")
     assert "usage" in result.stdout.lower()
     for flag in (a.split("=", 1)[0] for a in rest if a.startswith("-")):
         assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", result.stdout), (where, flag)

@@ -173,3 +173,22 @@ def test_init_script_is_valid_bash(compose: dict[str, Any], tmp_path: Path) -> N
     path.write_text(script.replace("$$", "$"), encoding="utf-8")
     result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
+
+
+def test_bind_mount_sources_exist(compose: dict[str, Any]) -> None:
+    named = set(compose.get("volumes", {}))
+    for name, service in compose["services"].items():
+        for spec in service.get("volumes", []):
+            source = spec.split(":", 1)[0]
+            if source.startswith("."):
+                assert (ROOT / source).exists(), (name, source)
+            else:
+                assert source in named, (name, source)
+
+
+def test_dockerfile_exposes_the_metrics_port_prometheus_scrapes(compose: dict[str, Any]) -> None:
+    text = (ROOT / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    port = _worker_settings(compose).metrics_port
+    assert re.search(rf"^EXPOSE\s+{port}\s*$", text, re.M)
+    assert f"PUFFERFISH_METRICS_PORT={port}" in text
+    assert compose["services"]["worker"]["expose"] == [str(port)]

@@ -16,7 +16,8 @@ from tests.deploy.support import (
 
 
 def _dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    dashboard: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return dashboard
 
 
 def _grafana_mounts() -> dict[str, str]:

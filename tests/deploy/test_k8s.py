@@ -26,12 +26,14 @@ def objects() -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def _workers(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    (sts,) = [o for (kind, _), o in objects.items() if kind == "StatefulSet"]
+    found: list[dict[str, Any]] = [o for (k, _), o in objects.items() if k == "StatefulSet"]
+    (sts,) = found
     return sts
 
 
 def _container(sts: dict[str, Any]) -> dict[str, Any]:
-    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    containers: list[dict[str, Any]] = sts["spec"]["template"]["spec"]["containers"]
+    (container,) = containers
     return container
 
 

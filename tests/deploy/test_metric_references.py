@@ -78,7 +78,8 @@ def test_dashboard_queries_only_exported_metrics() -> None:
         for base in ("pufferfish_release_lag_seconds", "pufferfish_recalibration_seconds")
         if f"{base}_bucket" in e
     }
-    assert quantile_targets == {"pufferfish_release_lag_seconds", "pufferfish_recalibration_seconds"}
+    assert quantile_targets == {
+        "pufferfish_release_lag_seconds", "pufferfish_recalibration_seconds"}
 
 
 def test_alert_rules_query_only_exported_metrics() -> None:

@@ -135,7 +135,7 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
 
 def _scrape_config(worker_port: int, prom_port: int) -> dict[str, Any]:
     """deploy/prometheus/prometheus.yml with only its targets and intervals changed."""
-    config = load_yaml(PROMETHEUS_CONFIG)
+    config: dict[str, Any] = load_yaml(PROMETHEUS_CONFIG)
     config["global"]["scrape_interval"] = "1s"
     config["global"]["evaluation_interval"] = "1s"
     config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / f) for f in config["rule_files"]]
@@ -189,7 +189,8 @@ def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
     last: Any = None
     while time.monotonic() < deadline:
         if worker.proc.poll() is not None:
-            pytest.fail(f"worker exited ({worker.proc.returncode}):\n{worker.log.read_text()[-3000:]}")
+            tail = worker.log.read_text()[-3000:]
+            pytest.fail(f"worker exited ({worker.proc.returncode}):\n{tail}")
         try:
             last = check()
             if last:
@@ -267,7 +268,8 @@ def test_prometheus_sees_what_the_worker_exports(
     assert expected["pufferfish_theta"] > 0 and math.isfinite(expected["pufferfish_theta"])
     # value_presence: theta = max|a| / eps over reported values (Thm 2; exact rule is tight),
     # whatever subset of the reports the last release had seen, a value in REPORT_VALUES.
-    assert expected["pufferfish_theta"] * EPSILON in {float(v) for v in REPORT_VALUES}
+    assert any(
+        expected["pufferfish_theta"] * EPSILON == pytest.approx(v, rel=1e-6) for v in REPORT_VALUES)
 
     job = 'job="pufferfish"'
 
@@ -289,6 +291,15 @@ def test_prometheus_sees_what_the_worker_exports(
     assert up is not None and up[1] == 1.0
     releases = _prom_value(prometheus, "pufferfish_releases_total", job)
     assert releases is not None and releases[1] == RELEASES_BEFORE_EXHAUSTION
+
+    # The dashboard's headline numbers are the worker's numbers.
+    panels = dict(dashboard_exprs(json.loads(DASHBOARD.read_text())))
+    for title, series in (("Noise scale θ (current)", "pufferfish_theta"),
+                          ("ε remaining", "pufferfish_epsilon_remaining")):
+        answer = prom_query(prometheus, panels[title])
+        assert answer["status"] == "success", answer
+        (result,) = answer["data"]["result"]
+        assert float(result["value"][1]) == expected[series], title
 
     # Every dashboard and alert expression is valid PromQL for this Prometheus, and the rules
     # file was loaded (the budget-exhausted alert is active now).

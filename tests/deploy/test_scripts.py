@@ -56,8 +56,11 @@ echo "python $*" >> {calls}
 if [ "$1 $2" = "-m pytest" ]; then exit {pytest_status}; fi
 exit 0
 """)
-    _write_exe(repo / ".venv" / "bin" / "ruff", f'#!/usr/bin/env bash\necho "ruff $*" >> {calls}\nexit {ruff_status}\n')
-    _write_exe(repo / ".venv" / "bin" / "mypy", f'#!/usr/bin/env bash\necho "mypy $*" >> {calls}\nexit 0\n')
+    for tool, status in (("ruff", ruff_status), ("mypy", 0)):
+        _write_exe(
+            repo / ".venv" / "bin" / tool,
+            f'#!/usr/bin/env bash\necho "{tool} $*" >> {calls}\nexit {status}\n',
+        )
     return repo
 
 

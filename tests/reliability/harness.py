@@ -419,3 +419,48 @@ def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
         if cur["epsilon_spent"] < prev["epsilon_spent"]:
             decreases.append((int(cur["seq"]), prev["epsilon_spent"], cur["epsilon_spent"]))
     return JournalCheck(len(releases), len(by_seq), repeats, sorted(conflicting), decreases)
+
+
+class RestartableTansu:
+    """tansu on a fixed loopback port that can be stopped and started again (memory storage:
+    a restart comes back empty). EmbeddedBroker refuses a port in TIME_WAIT; tansu itself
+    binds with SO_REUSEADDR, so this launches it directly."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.port = free_port()
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.bootstrap}"
+
+    def start(self, timeout: float = 30.0) -> RestartableTansu:
+        from stream_app.broker import tansu_binary, wait_ready as broker_ready
+
+        listener = f"tcp://{self.bootstrap}"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(tansu_binary()), "broker", "--cluster-id", f"rel-{uuid.uuid4().hex[:6]}",
+                 "--listener-url", listener, "--advertised-listener-url", listener,
+                 "--storage-engine", "memory://tansu/"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "RUST_LOG": "warn"}, start_new_session=True,
+            )
+        run(broker_ready(self.bootstrap, timeout))
+        assert self.proc.poll() is None, f"tansu exited, see {self.log_path}"
+        return self
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)

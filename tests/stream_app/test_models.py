@@ -57,7 +57,8 @@ def test_membership() -> None:
     m = parse_membership(b'{"user_id": "u", "event": "join", "group": "g", "ts": 1}', 4096)
     assert (m.event, m.group) == ("join", "g")
     assert parse_membership(b'{"user_id": "u", "event": "leave", "ts": 1}', 4096).group is None
-    assert reason(parse_membership, b'{"user_id": "u", "event": "jump", "ts": 1}') == "invalid_schema"
+    jump = b'{"user_id": "u", "event": "jump", "ts": 1}'
+    assert reason(parse_membership, jump) == "invalid_schema"
     assert reason(parse_membership, b'{"user_id": "u", "event": "join"}') == "invalid_schema"
 
 

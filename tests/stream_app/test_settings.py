@@ -37,6 +37,12 @@ def test_env_and_json_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert s.pairs == ("value_presence", "value_change")
 
 
+def test_servers_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PUFFERFISH_METRICS_PORT", "off")
+    assert Settings().metrics_port is None
+    assert Settings(web_port="none").web_port is None
+
+
 def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PUFFERFISH_SASL_PASSWORD", "hunter2")
     s = Settings(broker_security_protocol="SASL_PLAINTEXT", sasl_username="me")
@@ -56,6 +62,7 @@ def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"pairs": ["distribution_change"]}, "priors_file"),
         ({"broker": "kafka://nohostport"}, "broker"),
         ({"surprise": 1}, "surprise"),
+        ({"rule": "magic"}, "rule"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, object], needle: str) -> None:

@@ -156,5 +156,8 @@ def test_partition_aggregate_incremental_equals_recompute() -> None:
         assert agg.sum_units == exact_sum
         assert agg.theta == max(s.theta for s in users.values())
         assert agg.spread == max(s.spread for s in users.values())
-    rebuilt = PartitionAggregate.rebuild(0, list(users.items()) + [("other", UserState(partition=1, present=True, value_units=99))])
-    assert (rebuilt.sum_units, rebuilt.theta, rebuilt.spread) == (agg.sum_units, agg.theta, agg.spread)
+    elsewhere = ("other", UserState(partition=1, present=True, value_units=99, theta=1e9))
+    rebuilt = PartitionAggregate.rebuild(0, [*users.items(), elsewhere])
+    assert (rebuilt.sum_units, rebuilt.theta, rebuilt.spread) == (
+        agg.sum_units, agg.theta, agg.spread,
+    )

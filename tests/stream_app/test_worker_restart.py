@@ -107,7 +107,7 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
 
         # SIGKILL mid-stream: send more, kill while it may still be working, restart
         send(broker.bootstrap, "reports", reports("c", 40))
-        time.sleep(0.5)
+        time.sleep(0.1)
         worker.stop(signal.SIGKILL)
         before = all_releases(broker.bootstrap)
         worker = start_worker(env, tmp_path, "w3")

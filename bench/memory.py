@@ -1,0 +1,167 @@
+"""Memory per user at K = 16 in the worker's state: RSS delta / N in a fresh subprocess.
+
+Per user the worker keeps (stream_app.app): the users-table value ``UserState.to_json()`` keyed
+by user_id in the table's store, and one entry in each of the two max heaps of its
+``PartitionAggregate`` (theta and spread). Stores measured:
+- ``memory``: Faust's in-memory store keeps the Python dict itself (faust/stores/memory.py:
+  ``self.data[key] = value``), so a plain dict holding the same objects is what it holds;
+- ``rocksdb``: Faust's RocksDB store (rocksdict driver, Faust's default options, one DB as for
+  one partition) holds the JSON-serialised key and value; RSS plus its on-disk size are shown;
+- ``aggregate only``: the max structure alone, the part that stays in memory with any store.
+The serialised changelog record (JSON key + value, what a compacted changelog keeps per user)
+is also shown. ``reports`` = reports the user has made: the state keeps at most
+``dedup_window`` (default 256) report ids, 16-character ids here.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import _common
+
+NAME = "memory"
+K = 16
+KIB = 1024.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def as_json(state: object) -> dict[str, object]:
+    """``UserState.to_json()`` without ``dataclasses.asdict``'s deep copy (100x faster)."""
+    d = dict(state.__dict__)
+    d["counts"] = list(d["counts"])
+    d["recent_ids"] = list(d["recent_ids"])
+    return d
+
+
+def child(store: str, n: int, reports: int) -> dict[str, float]:
+    """Runs in the fresh subprocess: build N users, return the RSS delta and sizes."""
+    from stream_app.state import PartitionAggregate, UserState
+
+    db, tmp = None, None
+    if store == "rocksdb":
+        from faust.stores.rocksdb import RocksDBOptions
+
+        tmp = Path(tempfile.mkdtemp(prefix="bench-rocks-"))
+        db = RocksDBOptions(use_rocksdict=True).open(tmp / "users-0.db")
+    table: dict[str, object] = {}
+    agg = PartitionAggregate(partition=0)
+    value_units = (1, 2, 3, 5, 8)
+    gc.collect()
+    before = rss_bytes()
+    changelog = 0
+    started = time.perf_counter()
+    for i in range(n):
+        uid = f"user-{i:08d}"
+        counts = [0] * K
+        for j in range(reports):
+            counts[(i + j * 7) % K] += 1
+        state = UserState(
+            partition=0, present=True, value_units=value_units[i % 5] * 1024,
+            value_ts=1.7e9 + i, counts=tuple(counts),
+            recent_ids=tuple(f"{i:08x}{j:08x}" for j in range(reports)),
+            theta=1.0 + (i % 997) / 10.0, spread=float(K - 1),
+            binding_pair="distribution_presence",
+        )
+        doc = as_json(state)
+        if i < 10:  # the fast copy is the worker's record, field for field
+            assert doc == state.to_json(), "bench.memory.as_json is out of date"
+        if store == "memory":
+            table[uid] = doc
+        if store in ("memory", "rocksdb") and i < 1000:
+            changelog += len(json.dumps(uid)) + len(json.dumps(doc))
+        if db is not None:
+            db.put(json.dumps(uid).encode(), json.dumps(doc).encode())
+        agg.apply(uid, None, state)
+    gc.collect()
+    after = rss_bytes()
+    out = {"rss_delta": float(after - before), "seconds": time.perf_counter() - started,
+           "changelog": changelog / min(n, 1000), "disk": 0.0}
+    if db is not None and tmp is not None:
+        db.flush()
+        out["disk"] = float(dir_bytes(tmp))
+        db.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def measure(store: str, n: int, reports: int) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "bench.memory", "--child", store, str(n), str(reports)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory child {store} N={n} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def have_rocksdict() -> bool:
+    try:
+        import rocksdict  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--child":
+        print(json.dumps(child(argv[1], int(argv[2]), int(argv[3]))))
+        return 0
+    p = _common.parser(NAME, "memory per user in the worker's state (RSS delta / N)")
+    args = p.parse_args(argv)
+    big, small = (2000, 1000) if args.quick else (10**6, 10**5)
+    stores = ["memory", "aggregate"] + (["rocksdb"] if have_rocksdict() else [])
+    cases: list[tuple[str, int, int]] = []
+    for store in stores:
+        if store == "aggregate":  # the max structure does not depend on the reports
+            cases += [(store, small, 16), (store, big, 16)]
+        else:
+            cases += [(store, small, 1), (store, small, 16), (store, big, 16), (store, small, 256)]
+    started = time.perf_counter()
+    rows = []
+    for store, n, reports in cases:
+        r = measure(store, n, reports)
+        per_user = r["rss_delta"] / n
+        rows.append((
+            store if store != "aggregate" else "aggregate only", f"{n:.0e}", reports,
+            per_user, r["changelog"] if store != "aggregate" else float("nan"),
+            r["disk"] / n if store == "rocksdb" else float("nan"),
+            "yes" if per_user <= KIB else "NO", r["seconds"],
+        ))
+    elapsed = time.perf_counter() - started
+    headers = ("store", "N users", "reports/user", "RSS bytes/user", "changelog bytes/user",
+               "disk bytes/user", "<= 1 KiB", "build s")
+    print(f"memory per user at K = {K} (fresh subprocess per row)")
+    print(_common.text_table(headers, rows))
+    if not have_rocksdict():
+        print("rocksdict not installed: RocksDB store not measured (pip install rocksdict)")
+    print(f"total {elapsed:.0f} s")
+    body = (
+        __doc__.split("\n", 1)[1].strip()
+        + f"\n\nGoal: RSS <= 1 KiB per user. Run time {elapsed:.0f} s.\n\n"
+        + _common.markdown_table(headers, rows) + "\n"
+    )
+    _common.report(args, NAME, "3. Memory per user (K = 16)", _common.command_line(NAME, argv),
+                   body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

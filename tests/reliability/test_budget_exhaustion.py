@@ -1,0 +1,114 @@
+"""Once the privacy budget is spent there is no further release: not later, not after restarts.
+
+epsilon = 0.5 per release with value pairs (charge = epsilon exactly), budget_total = 1.5:
+exactly three releases (seq 1..3, spent 0.5/1.0/1.5), then none, across a SIGKILL restart and a
+SIGTERM restart with more input arriving.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from stream_app.broker import EmbeddedBroker, free_port
+from tests.reliability.harness import (
+    Topics,
+    Worker,
+    create,
+    membership,
+    produce_raw,
+    read_json,
+    report,
+    wait_consumed,
+    wait_for_records,
+    wait_ready,
+    wait_until,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration]
+
+SETTINGS = {
+    "PUFFERFISH_EPSILON": "0.5",
+    "PUFFERFISH_BUDGET_TOTAL": "1.5",
+    "PUFFERFISH_RELEASE_PERIOD_SECONDS": "0.5",
+    "PUFFERFISH_PAIRS": '["value_presence", "value_change"]',
+    "PUFFERFISH_LOG_LEVEL": "info",
+}
+
+
+def _fresh_ports(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "PUFFERFISH_METRICS_PORT": str(free_port()),
+            "PUFFERFISH_WEB_PORT": str(free_port())}
+
+
+def _exhausted(worker: Worker) -> bool:
+    return worker.metric("pufferfish_budget_exhausted") == 1.0
+
+
+@pytest.mark.timeout(150)
+def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: EmbeddedBroker,
+                                                              tmp_path: Path) -> None:
+    broker = broker_module
+    topics = Topics(partitions=2)
+    create(broker.bootstrap, topics)
+    env = worker_env(broker.url, topics, tmp_path / "data", SETTINGS)
+    users = [f"b{i}" for i in range(6)]
+    sent = 0
+
+    def feed(tag: str) -> None:
+        nonlocal sent
+        now = time.time()
+        produce_raw(broker.bootstrap, [
+            (topics.reports, u.encode(), report(u, (i + sent) % 6, f"{u}-{tag}", ts=now + i))
+            for i, u in enumerate(users)])
+        sent += len(users)
+
+    w = Worker(env, tmp_path, "budget-1").start()
+    try:
+        wait_ready(w)
+        produce_raw(broker.bootstrap,
+                    [(topics.membership, u.encode(), membership(u, "join", 1.0)) for u in users])
+        wait_consumed(w, "join", len(users))
+        feed("a")
+        wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
+        feed("b")
+        wait_consumed(w, "report", 2 * len(users))
+        time.sleep(2.0)  # four more release ticks
+        first_life = read_json(broker.bootstrap, topics.releases, timeout=1.5)
+        spent_metric = w.metric("pufferfish_epsilon_spent")
+        w.kill9()
+    finally:
+        w.kill9()
+
+    restarts = []
+    for how in ("sigkill", "sigterm"):
+        w = Worker(_fresh_ports(env), tmp_path, f"budget-after-{how}").start()
+        try:
+            wait_ready(w)
+            feed(f"after-{how}")
+            # It must reach the point of refusing a release, i.e. it synced the journal.
+            wait_until(lambda w=w: _exhausted(w), 60, "restarted worker refuses releases", 0.5, w)
+            time.sleep(2.0)
+            restarts.append((how, w.metric("pufferfish_epsilon_spent"),
+                             w.metric("pufferfish_releases_total")))
+        finally:
+            if how == "sigkill":
+                w.kill9()
+            else:
+                w.stop()
+    final = wait_for_records(broker.bootstrap, topics.releases, lambda r: True, 5, "releases")
+
+    print(f"\nRELIABILITY budget: releases_before_restart={len(first_life)}, "
+          f"releases_after_two_restarts={len(final)}, restarts={restarts}, "
+          f"reports_sent={sent}")
+    assert [r["seq"] for r in final] == [1, 2, 3], final
+    assert [r["epsilon_spent"] for r in final] == [0.5, 1.0, 1.5]
+    assert [r["epsilon_remaining"] for r in final] == [1.0, 0.5, 0.0]
+    assert first_life == final
+    assert spent_metric == 1.5
+    for how, spent, releases in restarts:
+        assert spent == 1.5, how
+        assert releases == 0.0, how

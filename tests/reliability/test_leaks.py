@@ -1,0 +1,215 @@
+"""Nothing the worker emits may carry a raw value, a per-user value or the exact population size.
+
+One module-scoped run: two workers (A and B) on identical inputs and separate topic sets, DEBUG
+logging, metrics and the Faust web server enabled. Sentinels: the declared domain contains 7777
+and every user reports 7777; exactly POPULATION users are present at the end (more joined, some
+left); a rejected report carries 7776. Scanned: stdout+stderr, /metrics, the releases topic, and
+every dead-letter field except `raw` (the only place raw input may appear; it is also the
+positive control that the scanner finds the sentinels at all).
+
+The same run checks that the noise differs between the two runs (same inputs) and that every
+listening socket of both worker processes is on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from stream_app.broker import EmbeddedBroker
+from tests.reliability import procnet
+from tests.reliability.harness import (
+    Topics,
+    Worker,
+    create,
+    membership,
+    parse_metric,
+    produce_raw,
+    read_json,
+    report,
+    wait_consumed,
+    wait_for_records,
+    wait_ready,
+    worker_env,
+)
+from tests.reliability.sentinels import find
+
+pytestmark = [pytest.mark.integration]
+
+VALUE = 7777
+REJECTED_VALUE = 7776
+POPULATION = 1373          # present at the end
+LEAVERS = 9                # joined, reported, left
+EPSILON = 0.5              # theta = 7777 / 0.5 = 15554: not itself a sentinel spelling
+SUM = POPULATION * VALUE
+GRID_UNITS = 2 ** 10       # the worker keeps values as exact multiples of 2**-10
+# also in grid units: a value or sum printed as an internal integer is still that value
+SENTINELS = (VALUE, REJECTED_VALUE, SUM, POPULATION, VALUE * GRID_UNITS, SUM * GRID_UNITS)
+
+
+@dataclass
+class RunOutput:
+    log: str
+    metrics: str
+    releases: list[dict[str, Any]]
+    deadletters: list[dict[str, Any]]
+    sockets: list[tuple[str, int]]
+    ports: tuple[int, int]
+
+
+def _worker_settings() -> dict[str, str]:
+    return {
+        "PUFFERFISH_DOMAIN": f"[0, 1, {REJECTED_VALUE - 1}, {VALUE}]",
+        "PUFFERFISH_PAIRS": '["value_presence"]',
+        "PUFFERFISH_EPSILON": str(EPSILON),
+        "PUFFERFISH_BUDGET_TOTAL": "1000",
+        "PUFFERFISH_RELEASE_PERIOD_SECONDS": "1.0",
+        "PUFFERFISH_LOG_LEVEL": "debug",
+    }
+
+
+def _inputs(topics: Topics) -> tuple[list[Any], list[Any], list[Any]]:
+    users = [f"p{i:05d}" for i in range(POPULATION + LEAVERS)]
+    joins = [(topics.membership, u.encode(), membership(u, "join", 1.0)) for u in users]
+    reports = [(topics.reports, u.encode(), report(u, VALUE, f"{u}-r", 2.0)) for u in users]
+    reports += [
+        (topics.reports, b"p00000", report("p00000", REJECTED_VALUE, "bad-domain", 3.0)),
+        (topics.reports, b"p00001", report("p00002", VALUE, "bad-key", 3.0)),
+        (topics.reports, b"ghost", report("ghost", VALUE, "ghost-r", 3.0)),
+    ]
+    leaves = [(topics.membership, u.encode(), membership(u, "leave", 4.0))
+              for u in users[POPULATION:]]
+    return joins, reports, leaves
+
+
+@pytest.fixture(scope="module")
+def runs(broker_module: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[dict[str, RunOutput]]:
+    broker = broker_module
+    tmp = tmp_path_factory.mktemp("leaks")
+    out: dict[str, RunOutput] = {}
+    workers, topic_sets = {}, {}
+    for name in ("A", "B"):
+        topics = Topics(partitions=2)
+        create(broker.bootstrap, topics)
+        env = worker_env(broker.url, topics, tmp / f"data-{name}", _worker_settings())
+        web = env["PUFFERFISH_WEB_PORT"]
+        assert web  # Faust's web server on: its socket is checked too
+        workers[name] = Worker(env, tmp, f"leak-{name}").start()
+        topic_sets[name] = topics
+    try:
+        for name, w in workers.items():
+            wait_ready(w)
+        for step, (kind, count) in enumerate([("join", POPULATION + LEAVERS),
+                                              ("report", POPULATION + LEAVERS),
+                                              ("leave", LEAVERS)]):
+            for name, w in workers.items():
+                produce_raw(broker.bootstrap, _inputs(topic_sets[name])[step])
+            for w in workers.values():
+                wait_consumed(w, kind, count, timeout=90)
+        for name, w in workers.items():
+            topics = topic_sets[name]
+            deadletters = wait_for_records(broker.bootstrap, topics.deadletter,
+                                           lambda r: len(r) >= 3, 30, "3 dead letters", w)
+            n_before = len(read_json(broker.bootstrap, topics.releases, timeout=1.0))
+            releases = wait_for_records(broker.bootstrap, topics.releases,
+                                        lambda r, n=n_before: len(r) >= n + 2, 30,
+                                        "two releases after the last event", w)
+            metrics = w.metrics_text() or ""
+            sockets = procnet.listening(procnet.descendants(w.pid))
+            out[name] = RunOutput("", metrics, releases, deadletters, sockets,
+                                  (w.metrics_port, int(w.env["PUFFERFISH_WEB_PORT"])))
+    finally:
+        for w in workers.values():
+            w.stop()
+    for name, w in workers.items():
+        if name in out:
+            out[name].log = w.output()
+    yield out
+
+
+def _assert_clean(where: str, text: str) -> None:
+    hits = find(text, SENTINELS)
+    assert not hits, f"{len(hits)} sentinel(s) in {where}, e.g.:\n" + "\n".join(hits[:8])
+
+
+def test_scanner_positive_control(runs: dict[str, RunOutput]) -> None:
+    """The raw field of the rejected records must contain the sentinels: the scanner works."""
+    raws = " ".join(d["raw"] for d in runs["A"].deadletters)
+    assert find(raws, [REJECTED_VALUE]) and find(raws, [VALUE])
+
+
+def test_logs_at_debug_level_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
+    for name, run in runs.items():
+        assert "DEBUG" in run.log, "the worker did not log at DEBUG level"
+        _assert_clean(f"worker {name} stdout/stderr", run.log)
+
+
+def test_metrics_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
+    for name, run in runs.items():
+        assert "pufferfish_releases_total" in run.metrics
+        _assert_clean(f"worker {name} /metrics", run.metrics)
+
+
+def test_release_records_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
+    for name, run in runs.items():
+        assert run.releases
+        _assert_clean(f"worker {name} releases", json.dumps(run.releases))
+
+
+def test_dead_letter_fields_other_than_raw_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
+    for name, run in runs.items():
+        assert {d["reason"] for d in run.deadletters} == {"out_of_domain", "key_mismatch",
+                                                          "not_present"}
+        stripped = [{k: v for k, v in d.items() if k != "raw"} for d in run.deadletters]
+        _assert_clean(f"worker {name} dead letters", json.dumps(stripped))
+
+
+def test_same_inputs_give_different_noise(runs: dict[str, RunOutput]) -> None:
+    a, b = runs["A"].releases, runs["B"].releases
+    assert a[-1]["theta"] == b[-1]["theta"]
+    # theta = 15554 on a 2**-10 grid: two independent draws coincide with prob. < 1e-7.
+    assert a[-1]["noisy_sum"] != b[-1]["noisy_sum"]
+    noisy_a = {r["noisy_sum"] for r in a}
+    assert len(noisy_a) == len(a), "repeated noisy values within one run"
+    assert not noisy_a & {r["noisy_sum"] for r in b}
+
+
+def test_every_listening_socket_is_loopback(runs: dict[str, RunOutput]) -> None:
+    for name, run in runs.items():
+        ports = {p for _, p in run.sockets}
+        assert set(run.ports) <= ports, f"worker {name}: metrics/web not found in {run.sockets}"
+        public = [(h, p) for h, p in run.sockets if h not in ("127.0.0.1", "::1")]
+        assert not public, f"worker {name} listens beyond loopback: {public}"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "lead decides: with learned priors theta = max|reported value| / epsilon, so "
+    "theta * epsilon in every release record is the largest raw value (design.md: learned "
+    "priors make theta data-dependent, 'not covered')"))
+def test_theta_does_not_reveal_the_largest_reported_value(runs: dict[str, RunOutput]) -> None:
+    rec = runs["A"].releases[-1]
+    assert round(rec["theta"] * rec["epsilon"], 6) != VALUE
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "lead decides: pufferfish_events_consumed_total{kind=join} - {kind=leave} is the exact "
+    "number of present users (design.md: no metric carries an exact present-user count)"))
+def test_metrics_do_not_give_the_exact_population(runs: dict[str, RunOutput]) -> None:
+    m = runs["A"].metrics
+    joins = parse_metric(m, "pufferfish_events_consumed_total", {"kind": "join"})
+    leaves = parse_metric(m, "pufferfish_events_consumed_total", {"kind": "leave"})
+    assert joins is not None and leaves is not None
+    assert joins - leaves != POPULATION
+
+
+def test_summary(runs: dict[str, RunOutput]) -> None:
+    for name, run in runs.items():
+        print(f"\nRELIABILITY leaks-{name}: log_bytes={len(run.log)}, "
+              f"releases={len(run.releases)}, deadletters={len(run.deadletters)}, "
+              f"sockets={run.sockets}, last_noisy_sum={run.releases[-1]['noisy_sum']}, "
+              f"true_sum={SUM}")

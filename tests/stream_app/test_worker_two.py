@@ -1,0 +1,70 @@
+"""Two workers share the input partitions: the releases match what one worker publishes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from stream_app.broker import EmbeddedBroker, create_topics
+from tests.stream_app.test_worker_restart import all_releases, check_consistent, check_journal
+from tests.stream_app.worker_proc import (
+    Reference,
+    barrier,
+    handled,
+    scrape,
+    send,
+    start_worker,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+DOMAIN = (0.0, 0.5, 1.0, 1.5, 2.0)
+PAIRS = ("distribution_presence", "value_presence")
+PARTS = 2
+
+
+def test_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(create_topics(broker.bootstrap, {"reports": PARTS, "membership": PARTS}))
+    env = worker_env(
+        broker, tmp_path, app_id="pair", input_partitions=str(PARTS), domain=list(DOMAIN),
+        pairs=list(PAIRS), budget_total="10000", release_period_seconds="0.5",
+    )
+    workers = [start_worker(env, tmp_path, "w1"), start_worker(env, tmp_path, "w2")]
+    try:
+        # wait until both workers own input partitions (each has handled a barrier record)
+        deadline = time.monotonic() + 90
+        k = 0
+        while not all(handled([w]) > 0 for w in workers):
+            assert time.monotonic() < deadline, "the two workers never shared the partitions"
+            assert all(w.alive() for w in workers), [w.log() for w in workers]
+            barrier(broker.bootstrap, PARTS, f"warm{k}")
+            k += 1
+
+        ref = Reference(DOMAIN, PAIRS, 1.0)
+        rng = random.Random(2)
+        users = [f"p{i}" for i in range(16)]
+        send(broker.bootstrap, "membership", [(u, ref.join(u)) for u in users])
+        barrier(broker.bootstrap, PARTS, "joined")
+        batch = []
+        for j in range(80):
+            u = rng.choice(users)
+            batch.append((u, ref.report(u, rng.choice(DOMAIN), f"r{j}")))
+        send(broker.bootstrap, "reports", batch + batch[:6])
+        barrier(broker.bootstrap, PARTS, "reported")
+        send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:4]])
+        barrier(broker.bootstrap, PARTS, "left")
+        check_consistent(broker.bootstrap, ref, time.time() + 1.0)
+
+        records = all_releases(broker.bootstrap)
+        check_journal(records)
+        published = sum(scrape(w.metrics_port)[("pufferfish_releases_total", ())] for w in workers)
+        assert published == len(records)  # exactly one releaser: no record published twice
+        assert all(w.alive() for w in workers)
+    finally:
+        codes = [w.stop() for w in workers]
+    assert codes == [0, 0], [w.log() for w in workers]
