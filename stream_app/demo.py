@@ -42,8 +42,8 @@ STATUS_EVERY_SECONDS = 10.0
 # leave SETTLE_SECONDS after its last report: membership and reports are different topics, so
 # the worker may see them in either order within a short window.
 LEAVE_PROBABILITY = 0.02
-SETTLE_SECONDS = 2.0
-MAX_AHEAD = 100  # events the producer may be ahead of the worker
+SETTLE_SECONDS = 3.0
+MAX_AHEAD = 300  # events the producer may be ahead of the worker (keeps its lag < SETTLE)
 METRICS_POLL_SECONDS = 0.25
 REJOIN_AFTER_SECONDS = (2.0, 10.0)
 

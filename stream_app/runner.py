@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from core.errors import PufferfishInputError
 from stream_app.settings import CONFIG_FILE_ENV, Settings
@@ -144,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings(**overrides)
     except ValidationError as exc:
         return _error(_validation_message(exc))
+    except json.JSONDecodeError as exc:
+        return _error(f"config: not valid JSON ({exc.msg}, line {exc.lineno})")
+    except SettingsError as exc:
+        found = re.search(r'field "([^"]+)"', str(exc))
+        field = found.group(1) if found else "settings"
+        return _error(f"{field}: cannot parse the value (lists and objects are JSON)")
     except (PufferfishInputError, ValueError) as exc:
         return _error(str(exc))
     try:

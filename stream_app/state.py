@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -44,10 +44,12 @@ class UserState:
         return self.value_units if self.present and self.value_units is not None else 0
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["counts"] = list(self.counts)
-        d["recent_ids"] = list(self.recent_ids)
-        return d
+        return {
+            "partition": self.partition, "present": self.present, "group": self.group,
+            "value_units": self.value_units, "value_ts": self.value_ts,
+            "counts": list(self.counts), "recent_ids": list(self.recent_ids),
+            "theta": self.theta, "spread": self.spread, "binding_pair": self.binding_pair,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> UserState:

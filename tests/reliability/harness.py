@@ -307,7 +307,7 @@ def wait_for_records(bootstrap: str, topic: str, predicate: Callable[[list[dict[
     box: list[list[dict[str, Any]]] = []
 
     def check() -> bool:
-        recs = read_json(bootstrap, topic, timeout=1.5)
+        recs = read_json(bootstrap, topic, timeout=1.0)
         box[:] = [recs]
         return bool(predicate(recs))
 

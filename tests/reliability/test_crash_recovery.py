@@ -50,7 +50,7 @@ def _wait_for_sum(broker: EmbeddedBroker, topics: Topics, expected: int, worker:
     state: dict[str, Any] = {"last": None}
 
     def settled() -> bool:
-        recs = read_json(broker.bootstrap, topics.releases, timeout=1.5)
+        recs = read_json(broker.bootstrap, topics.releases, timeout=1.0)
         if not recs:
             return False
         state["last"] = recs[-1]

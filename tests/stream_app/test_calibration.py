@@ -15,7 +15,10 @@ from stream_app.calibration import UserCalibrator, load_priors
 from stream_app.settings import Settings
 from stream_app.state import UserState
 
-PRIORS = {"a": {"support": [0, 1], "probs": [0.5, 0.5]}, "b": {"support": [0, 1], "probs": [0.9, 0.1]}}
+PRIORS = {
+    "a": {"support": [0, 1], "probs": [0.5, 0.5]},
+    "b": {"support": [0, 1], "probs": [0.9, 0.1]},
+}
 
 
 def priors_file(tmp_path: Path, doc: object = PRIORS) -> Path:
@@ -25,7 +28,9 @@ def priors_file(tmp_path: Path, doc: object = PRIORS) -> Path:
 
 
 def test_learned_estimate_is_the_histogram(tmp_path: Path) -> None:
-    s = Settings(domain=[0, 1, 2], pairs=["distribution_presence", "value_change"], metrics_port=None)
+    s = Settings(
+        domain=[0, 1, 2], pairs=["distribution_presence", "value_change"], metrics_port=None
+    )
     cal = UserCalibrator(s, {})
     state = UserState(partition=0, present=True, counts=(2, 0, 6))
     theta, spread, binding = cal(state)

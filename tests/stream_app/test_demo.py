@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream_app.demo import SETTLE_SECONDS, Population, main
+from stream_app.demo import SETTLE_SECONDS, Event, Population, main
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = re.compile(
@@ -25,11 +25,11 @@ RELEASE = re.compile(
 
 # --- the population schedule (no broker) -------------------------------------------------------
 
-def _simulate(users: int, events: int, step: float, seed: int = 1) -> list[tuple[float, object]]:
+def _simulate(users: int, events: int, step: float, seed: int = 1) -> list[tuple[float, Event]]:
     values = np.arange(1, 17).repeat(3)  # 48 rows: 1,1,1,2,2,2,...
     pop = Population([f"u{i}" for i in range(users)], values, seed=seed)
     now = 0.0
-    out: list[tuple[float, object]] = [(now, e) for e in pop.initial_joins(now)]
+    out: list[tuple[float, Event]] = [(now, e) for e in pop.initial_joins(now)]
     while len(out) < events:
         now += step
         event = pop.next_event(now)

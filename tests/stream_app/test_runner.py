@@ -37,6 +37,7 @@ def run_cli(
         ({"PUFFERFISH_EPSILON": "-1"}, "epsilon:"),
         ({"PUFFERFISH_RULE": "magic"}, "rule:"),
         ({"PUFFERFISH_PRIOR_SOURCE": "declared"}, "priors_file:"),
+        ({"PUFFERFISH_DOMAIN": "[1,"}, "domain: cannot parse"),
     ],
 )
 def test_bad_settings_exit_2_one_line(

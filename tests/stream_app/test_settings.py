@@ -75,3 +75,21 @@ def test_grid_check_depends_on_grid() -> None:
     assert Settings(domain=[0.25, 1.5], grid_log2=-2).domain == (0.25, 1.5)
     with pytest.raises(ValidationError, match="noise grid"):
         Settings(domain=[0.25, 1.5], grid_log2=-1)
+
+
+def test_security_settings_reach_both_clients(tmp_path: Path) -> None:
+    import faust
+
+    s = Settings(broker="kafka://h1:9093,h2:9093", broker_security_protocol="SASL_SSL",
+                 sasl_mechanism="SCRAM-SHA-512", sasl_username="svc", sasl_password="pw")
+    kw = s.aiokafka_kwargs()
+    assert kw["bootstrap_servers"] == "h1:9093,h2:9093"
+    assert kw["security_protocol"] == "SASL_SSL" and kw["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert kw["sasl_plain_username"] == "svc" and kw["ssl_context"] is not None
+    cred = s.faust_credentials()
+    assert isinstance(cred, faust.SASLCredentials) and cred.username == "svc"
+    assert cred.ssl_context is not None
+    plain = Settings()
+    assert plain.faust_credentials() is None and "ssl_context" not in plain.aiokafka_kwargs()
+    assert isinstance(Settings(broker_security_protocol="SSL").faust_credentials(),
+                      faust.SSLCredentials)

@@ -161,3 +161,9 @@ def test_partition_aggregate_incremental_equals_recompute() -> None:
     assert (rebuilt.sum_units, rebuilt.theta, rebuilt.spread) == (
         agg.sum_units, agg.theta, agg.spread,
     )
+
+
+def test_state_json_has_every_field() -> None:
+    from dataclasses import fields
+
+    assert set(UserState(partition=0).to_json()) == {f.name for f in fields(UserState)}

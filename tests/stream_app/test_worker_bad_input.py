@@ -29,15 +29,18 @@ def rep(uid: str, value: object, rid: str) -> dict:
     return {"user_id": uid, "value": value, "report_id": rid, "ts": time.time()}
 
 
-def join(uid: str) -> dict:
-    return {"user_id": uid, "event": "join", "ts": time.time()}
+def join(uid: str, group: str = "g1") -> dict:
+    return {"user_id": uid, "event": "join", "group": group, "ts": time.time()}
 
 
 def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> None:
     asyncio.run(create_topics(broker.bootstrap, {"reports": 2, "membership": 2}))
+    priors = tmp_path / "priors.json"  # declares the known groups
+    priors.write_text('{"g1": {"support": [0, 1], "probs": [0.5, 0.5]}}')
     env = worker_env(
         broker, tmp_path, app_id="bad", input_partitions="2", domain=[0, 1, 2, 5],
         pairs=["value_presence"], release_period_seconds="0.5", max_payload_bytes="1024",
+        priors_file=str(priors),
     )
     worker = start_worker(env, tmp_path, "w")
     try:
@@ -51,6 +54,7 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
             ("zz", {"user_id": "zz", "event": "leave", "ts": 1.0}, "unknown_user"),
             ("a", join("a"), "already_present"),
             ("b", join("c"), "key_mismatch"),
+            ("f", join("f", group="nope"), "unknown_group"),
             ("d", join("d"), None),  # good record among the bad ones
         ]
         reports_bad = [
@@ -85,9 +89,10 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         assert len(big["raw"]) == 256 and big["raw"].startswith('{"user_id": "b"')
 
         m = scrape(worker.metrics_port)
+        assert set(expected) == set(REJECT_REASONS)  # every reason exercised
         for reason in REJECT_REASONS:
             got = m[("pufferfish_events_rejected_total", (("reason", reason),))]
-            assert got == expected.get(reason, 0), reason
+            assert got == expected[reason], reason
         assert m[("pufferfish_events_consumed_total", (("kind", "join"),))] == 4
         assert m[("pufferfish_events_consumed_total", (("kind", "report"),))] == 2
 

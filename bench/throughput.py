@@ -1,0 +1,436 @@
+"""End-to-end throughput on the embedded broker: the worker vs a raw aiokafka consume->produce loop.
+
+One broker, one set of input topics (reports + membership, P partitions). Setup (not timed):
+U users join, a churn subset reports once. Then a backlog of M events is produced as fast as
+the producer goes (98 % reports from always-present users, 2 % leave/join churn, releases
+every second) and the worker's rate is read from its own counters (consumed + rejected) between
+the 5 % and 95 % marks of the backlog. The raw loop (aiokafka, no consumer group, partitions
+assigned, one ``send`` per record to an output topic, acks=all like Faust) reads the same
+topics from the beginning, once before and once after the worker run; its rate is the mean.
+A second backlog of M/2 events is then profiled with py-spy attached to the worker (top frames
+by own time and by inclusive time in the project's code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import _common
+from stream_app.broker import EmbeddedBroker, create_topics, free_port
+
+NAME = "throughput"
+REPO = Path(__file__).resolve().parents[1]
+PARTITIONS = 4
+DOMAIN = tuple(float(v) for v in range(16))
+# Faust does not create source topics; tansu needs short group timeouts to start quickly.
+TANSU_KNOBS = {
+    "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
+}
+
+Record = tuple[str, bytes, bytes]  # topic, key, value
+
+
+# --- the worker as a subprocess ------------------------------------------------------------
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    metrics_port: int
+    log_path: Path
+    topics: dict[str, str]
+
+    def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2
+            ) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return {}
+        out = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def total(self, *names: str) -> float:
+        return sum(v for (n, _), v in self.samples().items() if n in names)
+
+    def handled(self) -> float:
+        return self.total("pufferfish_events_consumed_total", "pufferfish_events_rejected_total")
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{tail}")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return self.proc.wait(timeout=10)
+        return int(self.proc.returncode)
+
+
+def topic_names(tag: str) -> dict[str, str]:
+    return {
+        "reports": f"reports-{tag}", "membership": f"membership-{tag}",
+        "releases": f"releases-{tag}", "partials": f"partials-{tag}",
+        "deadletter": f"deadletter-{tag}",
+    }
+
+
+def start_worker(
+    broker: EmbeddedBroker, workdir: Path, tag: str, **settings: Any
+) -> Worker:
+    """``python -m stream_app run`` with PUFFERFISH_* env; topics named after ``tag``."""
+    topics = topic_names(tag)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env.update(TANSU_KNOBS)
+    base: dict[str, Any] = {
+        "broker": broker.url, "app_id": f"bench-{tag}", "data_dir": str(workdir / "data"),
+        "log_level": "warning", "input_partitions": str(PARTITIONS), "domain": list(DOMAIN),
+        "pairs": ["distribution_presence"], "rule": "exact", "budget_total": "1e12",
+        "release_period_seconds": "1", "topic_reports": topics["reports"],
+        "topic_membership": topics["membership"], "topic_releases": topics["releases"],
+        "topic_partials": topics["partials"], "topic_deadletter": topics["deadletter"],
+    }
+    base.update(settings)
+    for name, value in base.items():
+        env[f"PUFFERFISH_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    port = free_port()
+    env["PUFFERFISH_METRICS_PORT"] = str(port)
+    env["PYTHONPATH"] = str(REPO)
+    log_path = workdir / f"worker-{tag}.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stream_app", "run"], env=env, cwd=str(workdir),
+        stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    return Worker(proc, port, log_path, topics)
+
+
+def wait_for(worker: Worker, count: float, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while worker.handled() < count:
+        worker.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what} "
+                               f"(handled {worker.handled():.0f} of {count:.0f})")
+        time.sleep(0.2)
+
+
+# --- the workload --------------------------------------------------------------------------
+@dataclass
+class Workload:
+    """Valid events for U users: ``present`` users report, ``churn`` users leave and rejoin."""
+
+    users: int
+    seed: int = 1
+    churn_share: float = 0.1
+    rng: random.Random = field(init=False)
+    present: list[str] = field(init=False)
+    churn: list[str] = field(init=False)
+    churn_in: dict[str, bool] = field(init=False)
+    next_id: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        ids = [f"user-{i:06d}" for i in range(self.users)]
+        n_churn = max(1, int(self.users * self.churn_share))
+        self.churn, self.present = ids[:n_churn], ids[n_churn:]
+        self.churn_in = dict.fromkeys(self.churn, True)
+
+    def join(self, uid: str) -> tuple[str, str, dict[str, Any]]:
+        return "membership", uid, {"user_id": uid, "event": "join", "ts": time.time()}
+
+    def report(self, uid: str, value: float | None = None) -> tuple[str, str, dict[str, Any]]:
+        self.next_id += 1
+        v = self.rng.choice(DOMAIN) if value is None else value
+        return "reports", uid, {"user_id": uid, "value": v, "report_id": f"r{self.next_id}",
+                                "ts": time.time()}
+
+    def setup_joins(self) -> list[tuple[str, str, dict[str, Any]]]:
+        return [self.join(u) for u in self.churn + self.present]
+
+    def setup_reports(self) -> list[tuple[str, str, dict[str, Any]]]:
+        return [self.report(u) for u in self.churn]
+
+    def backlog(self, m: int, membership_share: float = 0.02) -> list[tuple[str, str, dict[str, Any]]]:
+        out = []
+        for _ in range(m):
+            if self.rng.random() < membership_share:
+                uid = self.rng.choice(self.churn)
+                was_in = self.churn_in[uid]
+                self.churn_in[uid] = not was_in
+                event = "leave" if was_in else "join"
+                out.append(("membership", uid, {"user_id": uid, "event": event, "ts": time.time()}))
+            else:
+                out.append(self.report(self.rng.choice(self.present)))
+        return out
+
+
+async def produce(
+    bootstrap: str, topics: dict[str, str], events: Iterable[tuple[str, str, dict[str, Any]]]
+) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(topics[t], json.dumps(v).encode(), key=k.encode())
+            for t, k, v in events
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return len(futures)
+
+
+def produce_sync(bootstrap: str, topics: dict[str, str], events: Sequence[Any]) -> int:
+    return asyncio.run(produce(bootstrap, topics, events))
+
+
+# --- the baseline --------------------------------------------------------------------------
+async def raw_loop(
+    bootstrap: str, topics: Sequence[str], partitions: int, total: int, out_topic: str,
+    timeout: float = 120.0,
+) -> tuple[int, float]:
+    """Consume ``total`` records of ``topics`` from the start, send one record each.
+
+    Returns (records, seconds from the first fetched batch to the last send acknowledged).
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await consumer.start()
+    await producer.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        n, start, pending = 0, None, []
+        deadline = time.monotonic() + timeout
+        while n < total:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"raw loop: {n} of {total} records in {timeout:g} s")
+            batch = await consumer.getmany(timeout_ms=500)
+            if not batch:
+                continue
+            if start is None:
+                start = time.perf_counter()
+            for records in batch.values():
+                for rec in records:
+                    pending.append(await producer.send(out_topic, rec.value, key=rec.key))
+                    n += 1
+            if len(pending) > 2000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+        assert start is not None
+        return n, time.perf_counter() - start
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+# --- measuring the worker ------------------------------------------------------------------
+def rate_between(samples: Sequence[tuple[float, float]], lo: float, hi: float) -> float:
+    """Events/s between the first samples at or above ``lo`` and ``hi`` handled."""
+    t_lo = next(t for t, h in samples if h >= lo)
+    first_hi = next((t, h) for t, h in samples if h >= hi)
+    h_lo = next(h for t, h in samples if h >= lo)
+    return (first_hi[1] - h_lo) / max(first_hi[0] - t_lo, 1e-9)
+
+
+def drain(worker: Worker, start: float, m: int, timeout: float) -> list[tuple[float, float]]:
+    """Sample (time, handled) every 0.25 s until ``start + m`` events are handled."""
+    samples = []
+    deadline = time.monotonic() + timeout
+    while True:
+        h = worker.handled()
+        samples.append((time.perf_counter(), h))
+        if h >= start + m:
+            return samples
+        worker.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"worker handled {h - start:.0f} of {m} in {timeout:g} s")
+        time.sleep(0.25)
+
+
+# --- profiling -----------------------------------------------------------------------------
+FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
+
+
+def frame_name(raw: str) -> str:
+    m = FRAME.match(raw.strip())
+    return f"{m['func']} ({m['file']})" if m else raw.strip()
+
+
+def top_frames(collapsed: str, n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]], int]:
+    """(top own-time frames, top inclusive frames in stream_app/ or core/, samples)."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        c = int(count)
+        total += c
+        frames = [frame_name(f) for f in stack.split(";")]
+        own[frames[-1]] += c
+        for f in set(frames):
+            if "stream_app/" in f or "core/" in f:
+                incl[f] += c
+    pct = 100.0 / max(total, 1)
+    return ([(f, c * pct) for f, c in own.most_common(n)],
+            [(f, c * pct) for f, c in incl.most_common(n)], total)
+
+
+def py_spy() -> str | None:
+    found = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return found if Path(found).exists() else None
+
+
+# --- the benchmark -------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = _common.parser(NAME, __doc__.splitlines()[0])
+    p.add_argument("--users", type=int, default=1000)
+    p.add_argument("--events", type=int, default=30000, help="backlog size M")
+    p.add_argument("--no-profile", action="store_true")
+    args = p.parse_args(argv)
+    users, m = (40, 400) if args.quick else (args.users, args.events)
+    started = time.perf_counter()
+    tag = uuid.uuid4().hex[:8]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    profile_rows: tuple[list[tuple[str, float]], list[tuple[str, float]], int] | None = None
+    try:
+        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            topics = topic_names(tag)
+            asyncio.run(create_topics(broker.bootstrap, {
+                topics["reports"]: PARTITIONS, topics["membership"]: PARTITIONS,
+                f"raw-out-{tag}": PARTITIONS,
+            }))
+            work = Workload(users)
+            joins, first = work.setup_joins(), work.setup_reports()
+            produce_sync(broker.bootstrap, topics, joins)
+            worker = start_worker(broker, workdir, tag)
+            try:
+                wait_for(worker, len(joins), 120, "the setup joins")
+                produce_sync(broker.bootstrap, topics, first)
+                setup = len(joins) + len(first)
+                wait_for(worker, setup, 60, "the setup reports")
+
+                raw_before = asyncio.run(raw_loop(
+                    broker.bootstrap, [topics["reports"], topics["membership"]], PARTITIONS,
+                    setup, f"raw-out-{tag}"))
+                backlog = work.backlog(m)
+                produce_start = time.perf_counter()
+                produce_sync(broker.bootstrap, topics, backlog)
+                produce_seconds = time.perf_counter() - produce_start
+                samples = drain(worker, setup, m, timeout=240)
+                worker_rate = rate_between(samples, setup + 0.05 * m, setup + 0.95 * m)
+                releases = worker.total("pufferfish_releases_total")
+                rejected = worker.total("pufferfish_events_rejected_total")
+                total_in = setup + m
+                raw_after = asyncio.run(raw_loop(
+                    broker.bootstrap, [topics["reports"], topics["membership"]], PARTITIONS,
+                    total_in, f"raw-out-{tag}"))
+
+                spy = None if args.no_profile else py_spy()
+                if spy is not None:
+                    extra = work.backlog(max(m // 2, 1))
+                    out = workdir / "profile.txt"
+                    duration = 10 if args.quick else 30
+                    prof = subprocess.Popen(
+                        [spy, "record", "--pid", str(worker.proc.pid), "--format", "raw",
+                         "-o", str(out), "-r", "100", "--nonblocking", "-d", str(duration)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(1.0)
+                    produce_sync(broker.bootstrap, topics, extra)
+                    drain(worker, total_in, len(extra), timeout=240)
+                    prof.send_signal(signal.SIGINT)  # stop sampling now; py-spy writes the file
+                    prof.wait(timeout=60)
+                    if out.exists():
+                        profile_rows = top_frames(out.read_text(errors="replace"))
+            finally:
+                code = worker.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+
+    raw_rates = [raw_before[0] / raw_before[1], raw_after[0] / raw_after[1]]
+    # the "before" pass only saw the setup records: too few to trust alone when M is large
+    raw_rate = raw_rates[1] if raw_before[0] < 1000 else sum(raw_rates) / 2
+    ratio = worker_rate / raw_rate
+    headers = ("pipeline", "events", "events/s", "ratio to raw")
+    rows = [
+        ("raw aiokafka consume->produce", raw_after[0], raw_rate, 1.0),
+        ("pufferfish worker (exact, K=16, releases 1/s)", m, worker_rate, ratio),
+    ]
+    verdict = "yes" if ratio >= 0.5 else "NO"
+    print(f"end-to-end throughput, {PARTITIONS} partitions, {users} users, backlog {m} events "
+          f"(produced in {produce_seconds:.1f} s)")
+    print(_common.text_table(headers, rows))
+    print(f"raw loop passes: {raw_before[0]} rec at {raw_rates[0]:,.0f}/s, "
+          f"{raw_after[0]} rec at {raw_rates[1]:,.0f}/s")
+    print(f"worker: {releases:.0f} releases, {rejected:.0f} rejected records, exit code {code}; "
+          f"goal >= 0.5x raw: {verdict}; total {elapsed:.0f} s")
+    prof_md = ""
+    if profile_rows is not None:
+        own, incl, total = profile_rows
+        print(f"\npy-spy on the worker ({total} samples at 100 Hz): top frames by own time")
+        print(_common.text_table(("frame", "% samples"), own))
+        print("\ntop project frames by inclusive time")
+        print(_common.text_table(("frame", "% samples"), incl))
+        prof_md = (
+            f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on the worker while it drains "
+            f"a further {max(m // 2, 1)} events; {total} samples). Top 10 by own time:\n\n"
+            + _common.markdown_table(("frame", "% samples"), own)
+            + "\n\nTop 10 project frames (stream_app/, core/) by inclusive time:\n\n"
+            + _common.markdown_table(("frame", "% samples"), incl)
+        )
+    body = (
+        __doc__.split("\n", 1)[1].strip()
+        + f"\n\nWorker settings: {PARTITIONS} input partitions, domain K = {len(DOMAIN)}, "
+        "pairs distribution_presence, rule exact, release every 1 s, memory store, default "
+        f"producer batching. Users {users}, backlog M = {m} (produced in "
+        f"{produce_seconds:.1f} s, faster than either consumer). Raw loop passes: "
+        f"{raw_before[0]} records at {raw_rates[0]:,.0f}/s (setup only) and {raw_after[0]} at "
+        f"{raw_rates[1]:,.0f}/s. Worker: {releases:.0f} releases, {rejected:.0f} rejected. "
+        f"Run time {elapsed:.0f} s.\n\n"
+        + _common.markdown_table(headers, rows)
+        + f"\n\n**Ratio worker / raw = {ratio:.3f}** (goal >= 0.5: {verdict})."
+        + prof_md + "\n"
+    )
+    _common.report(args, NAME, "1. End-to-end throughput vs a raw aiokafka loop",
+                   _common.command_line(NAME, argv), body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
