@@ -184,8 +184,8 @@ def render(r: Report) -> str:
         lines += [f"  - {n}" for n in f.notes]
     lines += ["", "## UCI data and value encodings", "",
               "adult = adult.data + adult.test (48,842 rows), student = student-por.csv "
-              "(649 rows), bank = bank-full.csv (45,211 rows); files in `datasets/uci/` "
-              "(CC BY 4.0, see `datasets/ATTRIBUTION.md`). The paper does not state how "
+              "(649 rows), bank = bank-full.csv (45,211 rows); files in `pufferfish_data/uci/` "
+              "(CC BY 4.0, see `pufferfish_data/ATTRIBUTION.md`). The paper does not state how "
               "categories become numbers; these encodings reproduce fig:SuffCondUCIPperp "
               "(ERRATA 10):", ""]
     lines += [f"- {c}" for c in r.codings]

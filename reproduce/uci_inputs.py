@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 
 from core.distribution import Distribution
-from datasets import Table, load_adult, load_bank_full, load_student_por
+from pufferfish_data import Table, load_adult, load_bank_full, load_student_por
 
 ADULT_EDUCATION_CODE: dict[str, int] = {
     "Bachelors": 1, "HS-grad": 2, "Masters": 3, "Assoc-voc": 4, "11th": 5, "Doctorate": 6,

@@ -315,7 +315,7 @@ class _Demo:
 
     # --- running --------------------------------------------------------------------------
     async def _serve(self, settings: Any, started: float) -> None:
-        from datasets.uci import adult_education_num
+        from pufferfish_data.uci import adult_education_num
 
         values = adult_education_num()
         population = Population(

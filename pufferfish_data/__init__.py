@@ -1,6 +1,6 @@
 """The UCI data sets used by the paper's experiments (CC BY 4.0, see ATTRIBUTION.md)."""
 
-from datasets.uci import (
+from pufferfish_data.uci import (
     DatasetError,
     Table,
     adult_education_num,

@@ -5,14 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets import (
+from pufferfish_data import (
     DatasetError,
     adult_education_num,
     load_adult,
     load_bank_full,
     load_student_por,
 )
-from datasets.uci import DATA_DIR, SHA256
+from pufferfish_data.uci import DATA_DIR, SHA256
 
 
 @pytest.fixture(scope="module")

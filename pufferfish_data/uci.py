@@ -1,4 +1,4 @@
-"""Loaders for the UCI files shipped in ``datasets/uci/`` (CC BY 4.0, see ATTRIBUTION.md).
+"""Loaders for the UCI files shipped in ``pufferfish_data/uci/`` (CC BY 4.0, see ATTRIBUTION.md).
 
 Every loader checks the file's sha256 before parsing, so a truncated or edited copy
 fails loudly instead of silently shifting the paper's numbers.
