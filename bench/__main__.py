@@ -1,4 +1,4 @@
-"""``python -m bench <name> [options]``: run one benchmark; ``python -m bench --list`` lists them."""
+"""``python -m bench NAME`` runs a benchmark; ``python -m bench --list`` lists them."""
 
 from __future__ import annotations
 

@@ -84,7 +84,9 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Row]) -> str:
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if len(samples) else float("nan")
+    if not len(samples):
+        return float("nan")
+    return float(np.percentile(np.asarray(samples, dtype=float), q))
 
 
 def section(name: str, title: str, command: str, body: str) -> str:

@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # the big structures are long-lived: keep the collector off them while timing
     for k in ks:
         work = Workload(k, updates, seed=k)
-        states = [UserState(partition=0, present=True, value_units=1, counts=c) for c in work.counts]
+        states = [
+            UserState(partition=0, present=True, value_units=1, counts=c) for c in work.counts
+        ]
         for rule in rules:
             calibrate = work.calibrator(rule)
             recalibrated(states[0], calibrate)  # warm imports and caches
@@ -174,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         "`stream_app.state.recalibrated` → `PartitionAggregate.apply` (lazy-deletion max heaps "
         "holding N users) → read the max. *max-struct* is the `apply` + max part alone. "
         f"Full recompute = `user_theta` for every user + `set_theta`, timed on {sample} users and "
-        "**extrapolated linearly to N** (median per-user cost × N; not run at full size). Each user has ~2K reports drawn "
+        "**extrapolated linearly to N** (median per-user cost × N; not run at full size). "
+        "Each user has ~2K reports drawn "
         "from a random Dirichlet histogram over {0..K-1}. The N values are timed in interleaved "
         f"chunks of {CHUNK} updates with identical inputs; a cell stops early after "
         f"{args.cell_seconds:g} s per N (see *updates*). Run time {elapsed:.0f} s."

@@ -6,7 +6,10 @@ the producer goes (98 % reports from always-present users, 2 % leave/join churn,
 every second) and the worker's rate is read from its own counters (consumed + rejected) between
 the 5 % and 95 % marks of the backlog. The raw loop (aiokafka, no consumer group, partitions
 assigned, one ``send`` per record to an output topic, acks=all like Faust) reads the same
-topics from the beginning, once before and once after the worker run; its rate is the mean.
+topics from the beginning, once after the worker's timed drain and once at the end (nothing
+else consuming); its rate is the mean of the two passes. A third pipeline, "Faust alone"
+(one Faust agent over the same topics writing each event to a changelog-backed table, nothing
+else), separates what Faust itself costs from pufferfish's own per-event work.
 A second backlog of M/2 events is then profiled with py-spy attached to the worker (top frames
 by own time and by inclusive time in the project's code).
 """
@@ -104,8 +107,13 @@ def topic_names(tag: str) -> dict[str, str]:
     }
 
 
+WORKER_CMD = ("-m", "stream_app", "run")
+FLOOR_CMD = ("-m", "bench.throughput", "--faust-floor-child")
+
+
 def start_worker(
-    broker: EmbeddedBroker, workdir: Path, tag: str, **settings: Any
+    broker: EmbeddedBroker, workdir: Path, tag: str, cmd: Sequence[str] = WORKER_CMD,
+    **settings: Any,
 ) -> Worker:
     """``python -m stream_app run`` with PUFFERFISH_* env; topics named after ``tag``."""
     topics = topic_names(tag)
@@ -125,9 +133,9 @@ def start_worker(
     port = free_port()
     env["PUFFERFISH_METRICS_PORT"] = str(port)
     env["PYTHONPATH"] = str(REPO)
-    log_path = workdir / f"worker-{tag}.log"
+    log_path = workdir / f"worker-{tag}-{cmd[1]}.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stream_app", "run"], env=env, cwd=str(workdir),
+        [sys.executable, *cmd], env=env, cwd=str(workdir),
         stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
         stderr=subprocess.STDOUT,
     )
@@ -180,7 +188,9 @@ class Workload:
     def setup_reports(self) -> list[tuple[str, str, dict[str, Any]]]:
         return [self.report(u) for u in self.churn]
 
-    def backlog(self, m: int, membership_share: float = 0.02) -> list[tuple[str, str, dict[str, Any]]]:
+    def backlog(
+        self, m: int, membership_share: float = 0.02
+    ) -> list[tuple[str, str, dict[str, Any]]]:
         out = []
         for _ in range(m):
             if self.rng.random() < membership_share:
@@ -290,7 +300,10 @@ def frame_name(raw: str) -> str:
     return f"{m['func']} ({m['file']})" if m else raw.strip()
 
 
-def top_frames(collapsed: str, n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]], int]:
+Frames = list[tuple[str, float]]
+
+
+def top_frames(collapsed: str, n: int = 10) -> tuple[Frames, Frames, int]:
     """(top own-time frames, top inclusive frames in stream_app/ or core/, samples)."""
     own: Counter[str] = Counter()
     incl: Counter[str] = Counter()
@@ -316,12 +329,68 @@ def py_spy() -> str | None:
     return found if Path(found).exists() else None
 
 
+# --- Faust alone ---------------------------------------------------------------------------
+def faust_floor_child() -> int:
+    """The cheapest Faust pipeline shaped like the worker (runs in its own process).
+
+    One agent over both input topics (raw bytes), one changelog-backed table write per event
+    (key = user id, value = the event's JSON) and nothing else: the rate Faust itself allows
+    here. Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped like the
+    worker; settings come from the same PUFFERFISH_* variables.
+    """
+    import faust
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import Counter as PromCounter
+
+    from stream_app.settings import Settings
+
+    s = Settings()
+    registry = CollectorRegistry()
+    consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
+    start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
+    app = faust.App(
+        f"{s.app_id}-floor", broker=s.broker, store="memory://", autodiscover=False,
+        processing_guarantee="at_least_once", topic_partitions=s.input_partitions,
+        topic_replication_factor=1, consumer_auto_offset_reset="earliest",
+        broker_session_timeout=s.broker_session_timeout,
+        broker_rebalance_timeout=s.broker_rebalance_timeout,
+        broker_heartbeat_interval=s.broker_heartbeat_interval, web_enabled=False,
+    )
+    inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,
+                       key_serializer="raw", value_serializer="raw",
+                       partitions=s.input_partitions)
+    table = app.Table("floor", default=None, partitions=s.input_partitions,
+                      schema=faust.Schema(key_serializer="json", value_serializer="json"))
+    counter = consumed.labels(kind="any")
+
+    async def process(stream: Any) -> None:
+        async for event in stream.events():
+            msg = event.message
+            table[(msg.key or b"").decode()] = json.loads(msg.value or b"null")
+            counter.inc()
+
+    app.agent(inputs, name="floor")(process)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = faust.Worker(app, loglevel="WARNING", quiet=True, loop=loop,
+                          redirect_stdouts=False)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+
 # --- the benchmark -------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["--faust-floor-child"]:
+        return faust_floor_child()
     p = _common.parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--events", type=int, default=30000, help="backlog size M")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
     args = p.parse_args(argv)
     users, m = (40, 400) if args.quick else (args.users, args.events)
     started = time.perf_counter()
@@ -345,9 +414,6 @@ def main(argv: list[str] | None = None) -> int:
                 setup = len(joins) + len(first)
                 wait_for(worker, setup, 60, "the setup reports")
 
-                raw_before = asyncio.run(raw_loop(
-                    broker.bootstrap, [topics["reports"], topics["membership"]], PARTITIONS,
-                    setup, f"raw-out-{tag}"))
                 backlog = work.backlog(m)
                 produce_start = time.perf_counter()
                 produce_sync(broker.bootstrap, topics, backlog)
@@ -357,9 +423,9 @@ def main(argv: list[str] | None = None) -> int:
                 releases = worker.total("pufferfish_releases_total")
                 rejected = worker.total("pufferfish_events_rejected_total")
                 total_in = setup + m
-                raw_after = asyncio.run(raw_loop(
-                    broker.bootstrap, [topics["reports"], topics["membership"]], PARTITIONS,
-                    total_in, f"raw-out-{tag}"))
+                inputs = [topics["reports"], topics["membership"]]
+                raw_passes = [asyncio.run(raw_loop(
+                    broker.bootstrap, inputs, PARTITIONS, total_in, f"raw-out-{tag}"))]
 
                 spy = None if args.no_profile else py_spy()
                 if spy is not None:
@@ -375,29 +441,44 @@ def main(argv: list[str] | None = None) -> int:
                     drain(worker, total_in, len(extra), timeout=240)
                     prof.send_signal(signal.SIGINT)  # stop sampling now; py-spy writes the file
                     prof.wait(timeout=60)
+                    total_in += len(extra)
                     if out.exists():
                         profile_rows = top_frames(out.read_text(errors="replace"))
+                        if args.profile_out is not None:
+                            shutil.copyfile(out, args.profile_out)
             finally:
                 code = worker.stop()
+            floor = start_worker(broker, workdir, tag, cmd=FLOOR_CMD)
+            try:
+                samples = drain(floor, 0, total_in, timeout=240)
+                floor_rate = rate_between(samples, 0.05 * total_in, 0.95 * total_in)
+            finally:
+                floor.stop()
+            # the second raw pass runs last: the two passes bracket the worker and Faust runs
+            raw_passes.append(asyncio.run(raw_loop(
+                broker.bootstrap, inputs, PARTITIONS, total_in, f"raw-out-{tag}")))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.perf_counter() - started
 
-    raw_rates = [raw_before[0] / raw_before[1], raw_after[0] / raw_after[1]]
-    # the "before" pass only saw the setup records: too few to trust alone when M is large
-    raw_rate = raw_rates[1] if raw_before[0] < 1000 else sum(raw_rates) / 2
+    raw_rates = [n / seconds for n, seconds in raw_passes]
+    raw_rate = sum(raw_rates) / len(raw_rates)
     ratio = worker_rate / raw_rate
+    raw_text = ", ".join(
+        f"{n} records at {r:,.0f}/s" for (n, _), r in zip(raw_passes, raw_rates, strict=True)
+    )
     headers = ("pipeline", "events", "events/s", "ratio to raw")
     rows = [
-        ("raw aiokafka consume->produce", raw_after[0], raw_rate, 1.0),
+        ("raw aiokafka consume->produce (mean of passes)", raw_passes[0][0], raw_rate, 1.0),
+        ("Faust alone: agent + table write per event", total_in, floor_rate,
+         floor_rate / raw_rate),
         ("pufferfish worker (exact, K=16, releases 1/s)", m, worker_rate, ratio),
     ]
     verdict = "yes" if ratio >= 0.5 else "NO"
     print(f"end-to-end throughput, {PARTITIONS} partitions, {users} users, backlog {m} events "
           f"(produced in {produce_seconds:.1f} s)")
     print(_common.text_table(headers, rows))
-    print(f"raw loop passes: {raw_before[0]} rec at {raw_rates[0]:,.0f}/s, "
-          f"{raw_after[0]} rec at {raw_rates[1]:,.0f}/s")
+    print(f"raw loop passes: {raw_text}")
     print(f"worker: {releases:.0f} releases, {rejected:.0f} rejected records, exit code {code}; "
           f"goal >= 0.5x raw: {verdict}; total {elapsed:.0f} s")
     prof_md = ""
@@ -420,8 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         "pairs distribution_presence, rule exact, release every 1 s, memory store, default "
         f"producer batching. Users {users}, backlog M = {m} (produced in "
         f"{produce_seconds:.1f} s, faster than either consumer). Raw loop passes: "
-        f"{raw_before[0]} records at {raw_rates[0]:,.0f}/s (setup only) and {raw_after[0]} at "
-        f"{raw_rates[1]:,.0f}/s. Worker: {releases:.0f} releases, {rejected:.0f} rejected. "
+        f"{raw_text}. Worker: {releases:.0f} releases, {rejected:.0f} rejected. "
         f"Run time {elapsed:.0f} s.\n\n"
         + _common.markdown_table(headers, rows)
         + f"\n\n**Ratio worker / raw = {ratio:.3f}** (goal >= 0.5: {verdict})."

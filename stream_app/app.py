@@ -6,6 +6,16 @@ user's events are serialised) -> users table (changelog) + per-partition aggrega
 ``topic_partials`` (1 partition) -> ``collect`` (runs on the single owner of that partition)
 keeps the latest Partial per input partition in a changelog table -> the release timer on
 that same worker combines them and publishes a noisy release (stream_app.release).
+
+Delivery semantics (at-least-once; tansu has no transactions):
+- reports are idempotent by report_id within the user's last ``dedup_window`` accepted ids;
+  a redelivery older than that window would be counted again (replays after a crash are a
+  few seconds of input, far shorter than the default window of 256 reports per user);
+- a membership event sets the state absolutely (present/absent), so replaying a suffix of
+  the log ends in the same state; replays show up as already_present/unknown_user letters;
+- the two input topics are not ordered with respect to each other: a report and a join sent
+  at the same moment may be handled in either order (the report is then ``not_present``);
+- "latest value" is the report with the newest ``ts`` (ties: the later one).
 """
 
 from __future__ import annotations
@@ -141,8 +151,10 @@ class PufferfishApp:
             return set()
 
     def _ready(self) -> bool:
+        """Tables recovered and no rebalance or recovery running (then the state is whole)."""
         recovery = self.app.tables.recovery  # type: ignore[attr-defined]
-        return bool(recovery.completed.is_set()) and not self.app.rebalancing
+        busy = self.app.rebalancing or getattr(self.app, "in_recovery", False)
+        return bool(recovery.completed.is_set()) and not busy
 
     def owns_release(self) -> bool:
         return self._ready() and TP(self.settings.topic_partials, 0) in self._assigned()

@@ -236,7 +236,7 @@ def wait_until(
     predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.25,
     worker: Worker | None = None,
 ) -> Any:
-    """Poll `predicate` until truthy; AssertionError naming `what` (and the worker log) on timeout."""
+    """Poll `predicate` until truthy; on timeout AssertionError naming `what` (+ worker log)."""
     deadline = time.monotonic() + timeout
     while True:
         result = predicate()
@@ -366,7 +366,8 @@ async def _read_keyed(bootstrap: str, topic: str, timeout: float) -> list[tuple[
     return out
 
 
-def users_changelog(bootstrap: str, app_id: str, timeout: float = 3.0) -> dict[str, dict[str, Any]]:
+def users_changelog(bootstrap: str, app_id: str, timeout: float = 3.0
+                    ) -> dict[str, dict[str, Any]]:
     """Final per-user state from the users table's changelog topic (last record per key wins).
 
     This is how the test sees each user's histogram and latest value: the worker keeps them in
@@ -402,7 +403,7 @@ class JournalCheck:
 
 
 def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
-    """Seq uniqueness and monotone epsilon_spent over the releases topic (1 partition, log order)."""
+    """Seq uniqueness and monotone epsilon_spent over the releases topic (log order)."""
     by_seq: dict[int, list[dict[str, Any]]] = {}
     for rec in releases:
         by_seq.setdefault(int(rec["seq"]), []).append(rec)
@@ -440,7 +441,8 @@ class RestartableTansu:
         return f"kafka://{self.bootstrap}"
 
     def start(self, timeout: float = 30.0) -> RestartableTansu:
-        from stream_app.broker import tansu_binary, wait_ready as broker_ready
+        from stream_app.broker import tansu_binary
+        from stream_app.broker import wait_ready as broker_ready
 
         listener = f"tcp://{self.bootstrap}"
         with open(self.log_path, "ab") as log:

@@ -123,7 +123,8 @@ def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroke
     unmatched = list(deadletters)
     for rec in bad:
         src = topics.reports if rec.topic == "reports" else topics.membership
-        hits = [d for d in unmatched if d["raw"] == _dl_text(rec.value) and d["source_topic"] == src]
+        hits = [d for d in unmatched
+                if d["raw"] == _dl_text(rec.value) and d["source_topic"] == src]
         if not hits:
             mismatches.append(f"{rec.name}: no dead letter")
             continue
@@ -139,7 +140,8 @@ def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroke
     expected_counts = Counter(got_by_name[r.name] if got_by_name[r.name] in r.accepted_reasons
                               else r.reason for r in bad)
     print(f"\nRELIABILITY corpus: sent_bad={len(bad)}, sent_good={len(bad)}, "
-          f"deadlettered={len(deadletters)}, reasons={dict(Counter(d['reason'] for d in deadletters))}, "
+          f"deadlettered={len(deadletters)}, "
+          f"reasons={dict(Counter(d['reason'] for d in deadletters))}, "
           f"releases={len(releases)}, final_sum_ok=True, lost=0")
     assert mismatches == [], "\n".join(mismatches)
     assert unmatched == [], f"unexpected extra dead letters: {unmatched}"

@@ -10,6 +10,7 @@ read from the users table's changelog topic (what a restarted worker recovers fr
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -131,9 +132,10 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
     journal = check_journal(releases)
     reasons = Counter(d["reason"] for d in deadletters)
     accepted = accepted_total(states)
+    absorbed = reasons["duplicate_report"] + reasons["already_present"]
     _summary("sigkill-restart", sent_reports=len(wl.reports), sent_duplicates=len(wl.duplicates),
              killed_after_reports=consumed_at_kill, accepted=accepted,
-             deadlettered=len(deadletters), duplicates_absorbed=reasons["duplicate_report"] + reasons["already_present"],
+             deadlettered=len(deadletters), duplicates_absorbed=absorbed,
              lost=len(wl.reports) - accepted, releases=journal.releases,
              identical_seq_repeats=journal.identical_repeats, eps_before_crash=eps_before)
     assert histogram_mismatches(wl, states) == {}
@@ -152,12 +154,12 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
     topics = Topics(partitions=4)
     create(broker.bootstrap, topics)
     wl = Workload.make(n_users=40, per_user=60, dup_every=20, seed=11, prefix="t")
-    first, second = wl.reports[:1200], wl.reports[1200:]
+    first, second = wl.reports[:1600], wl.reports[1600:]
     first_set = set(first)
     env_a = worker_env(broker.url, topics, tmp_path / "data-a", EXACT_SUM_SETTINGS)
     env_b = worker_env(broker.url, topics, tmp_path / "data-b", EXACT_SUM_SETTINGS)
-    wa = Worker(env_a, tmp_path, "survivor").start()
-    wb = Worker(env_b, tmp_path, "victim").start()
+    wa = Worker(env_a, tmp_path, "worker-a").start()
+    wb = Worker(env_b, tmp_path, "worker-b").start()
     try:
         wait_ready(wa)
         wait_ready(wb)
@@ -170,32 +172,50 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
 
         # Both workers must own input partitions before the kill, or the test proves nothing.
         wait_until(joins_seen, 90, "both workers consuming joins", 0.5, wa)
-        produce_raw(broker.bootstrap, Workload.encode(topics, first) + Workload.encode(
+        warm, rest = first[:len(wl.users)], first[len(wl.users):]
+        produce_raw(broker.bootstrap, Workload.encode(topics, warm))  # theta > 0: releases start
+
+        # Kill the worker that owns the release partition (the harder case: the survivor must
+        # take over input partitions AND the release agent, and re-read the journal).
+        def owner() -> Worker | None:
+            before = [w.metric("pufferfish_releases_total") or 0 for w in (wa, wb)]
+            time.sleep(1.2)
+            after = [w.metric("pufferfish_releases_total") or 0 for w in (wa, wb)]
+            moved = [w for w, x, y in zip((wa, wb), before, after, strict=True) if y > x]
+            return moved[0] if len(moved) == 1 else None
+
+        victim = wait_until(owner, 30, "the release owner", 0.1, wa)
+        survivor = wb if victim is wa else wa
+        base = victim.metric("pufferfish_events_consumed_total", {"kind": "report"}) or 0
+        assert base > 0, "the release owner owns no input partition"
+        produce_raw(broker.bootstrap, Workload.encode(topics, rest) + Workload.encode(
             topics, [d for d in wl.duplicates if d in first_set]))
-        wait_until(lambda: (wb.metric("pufferfish_events_consumed_total",
-                                      {"kind": "report"}) or 0) >= 100,
-                   60, "victim processing reports", 0.1, wb)
-        victim_reports = wb.metric("pufferfish_events_consumed_total", {"kind": "report"})
+        wait_until(lambda: (victim.metric("pufferfish_events_consumed_total",
+                                          {"kind": "report"}) or 0) >= base + 150,
+                   60, "victim processing reports", 0.05, victim)
+        victim_reports = victim.metric("pufferfish_events_consumed_total", {"kind": "report"})
         releases_before = read_json(broker.bootstrap, topics.releases, timeout=1.0)
-        wb.kill9()
+        victim.kill9()
         produce_raw(broker.bootstrap, Workload.encode(topics, second) + Workload.encode(
             topics, [d for d in wl.duplicates if d not in first_set]))
-        releases = _wait_for_sum(broker, topics, wl.expected_sum(), wa, timeout=120)
+        releases = _wait_for_sum(broker, topics, wl.expected_sum(), survivor, timeout=120)
         states = users_changelog(broker.bootstrap, topics.app_id)
         deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=1.5)
-        assert wa.alive(), wa.tail()
+        assert survivor.alive(), survivor.tail()
     finally:
-        wb.kill9()
-        wa.stop()
+        for w in (wa, wb):
+            w.stop()
 
     eps_before = max((r["epsilon_spent"] for r in releases_before), default=0.0)
     journal = check_journal(releases)
     reasons = Counter(d["reason"] for d in deadletters)
     accepted = accepted_total(states)
+    absorbed = reasons["duplicate_report"] + reasons["already_present"]
     _summary("two-workers-one-killed", sent_reports=len(wl.reports),
-             sent_duplicates=len(wl.duplicates), victim_reports_before_kill=victim_reports,
+             sent_duplicates=len(wl.duplicates), killed=f"{victim.name} (release owner)",
+             victim_reports_before_kill=victim_reports,
              accepted=accepted, deadlettered=len(deadletters),
-             duplicates_absorbed=reasons["duplicate_report"] + reasons["already_present"], lost=len(wl.reports) - accepted,
+             duplicates_absorbed=absorbed, lost=len(wl.reports) - accepted,
              releases=journal.releases, identical_seq_repeats=journal.identical_repeats)
     assert histogram_mismatches(wl, states) == {}
     assert accepted == len(wl.reports)
@@ -203,3 +223,61 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
     assert journal.conflicting_seqs == [], f"seqs published with two values: {journal}"
     assert journal.eps_decreases == [], f"epsilon_spent went down: {journal.eps_decreases}"
     assert min(r["epsilon_spent"] for r in releases if r not in releases_before) >= eps_before
+
+
+@pytest.mark.timeout(180)
+def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: EmbeddedBroker,
+                                                                tmp_path: Path) -> None:
+    """SIGSTOP the release owner past the session timeout (a GC pause, a frozen VM), let the
+    other worker take over and publish, then SIGCONT: the old owner must not publish a seq the
+    new owner already used (with a different value), nor a lower epsilon_spent."""
+    import os
+    import signal
+
+    broker = broker_module
+    topics = Topics(partitions=2)
+    create(broker.bootstrap, topics)
+    wl = Workload.make(n_users=10, per_user=3, dup_every=0, seed=5, prefix="z")
+    first, second = wl.reports[:10], wl.reports[10:]
+    workers = [Worker(worker_env(broker.url, topics, tmp_path / f"data-{n}", EXACT_SUM_SETTINGS),
+                      tmp_path, f"pause-{n}").start() for n in ("a", "b")]
+    stopped: Worker | None = None
+    try:
+        for w in workers:
+            wait_ready(w)
+        produce_raw(broker.bootstrap, wl.joins(topics))
+        wait_until(lambda: sum(w.metric("pufferfish_events_consumed_total", {"kind": "join"})
+                               or 0 for w in workers) >= len(wl.users),
+                   60, "joins", 0.5, workers[0])
+        produce_raw(broker.bootstrap, Workload.encode(topics, first))
+
+        def owner() -> Worker | None:
+            before = [w.metric("pufferfish_releases_total") or 0 for w in workers]
+            time.sleep(1.2)
+            after = [w.metric("pufferfish_releases_total") or 0 for w in workers]
+            moved = [w for w, x, y in zip(workers, before, after, strict=True) if y > x]
+            return moved[0] if len(moved) == 1 else None
+
+        paused = wait_until(owner, 40, "the release owner", 0.1, workers[0])
+        other = workers[1] if paused is workers[0] else workers[0]
+        os.killpg(paused.pid, signal.SIGSTOP)
+        stopped = paused
+        wait_until(lambda: (other.metric("pufferfish_releases_total") or 0) > 0, 60,
+                   "the other worker taking over the releases", 0.5, other)
+        produce_raw(broker.bootstrap, Workload.encode(topics, second))  # the sum changes
+        time.sleep(2.0)
+        os.killpg(paused.pid, signal.SIGCONT)
+        stopped = None
+        time.sleep(8.0)  # the resumed worker's timers fire before it learns it lost the group
+        releases = read_json(broker.bootstrap, topics.releases, timeout=1.5)
+    finally:
+        if stopped is not None:
+            os.killpg(stopped.pid, signal.SIGCONT)
+        for w in workers:
+            w.stop()
+    journal = check_journal(releases)
+    _summary("paused-owner", releases=journal.releases, distinct_seqs=journal.distinct_seqs,
+             conflicting_seqs=journal.conflicting_seqs, eps_decreases=len(journal.eps_decreases))
+    assert journal.conflicting_seqs == [], (
+        f"seqs published twice with different values: {journal.conflicting_seqs}")
+    assert journal.eps_decreases == [], journal.eps_decreases

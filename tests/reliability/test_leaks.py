@@ -102,12 +102,12 @@ def runs(broker_module: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
         workers[name] = Worker(env, tmp, f"leak-{name}").start()
         topic_sets[name] = topics
     try:
-        for name, w in workers.items():
+        for w in workers.values():
             wait_ready(w)
         for step, (kind, count) in enumerate([("join", POPULATION + LEAVERS),
                                               ("report", POPULATION + LEAVERS),
                                               ("leave", LEAVERS)]):
-            for name, w in workers.items():
+            for name in workers:
                 produce_raw(broker.bootstrap, _inputs(topic_sets[name])[step])
             for w in workers.values():
                 wait_consumed(w, kind, count, timeout=90)

@@ -1,4 +1,4 @@
-"""A deterministic workload (joins, reports, re-sent duplicates) and its independently derived truth.
+"""A deterministic workload (joins, reports, re-sent duplicates) and its independent truth.
 
 Expected values are computed here from what the test sends, never by the product's code:
 the running sum is the sum over present users of the value of their newest (largest ts)
