@@ -102,7 +102,8 @@ async def offer(
     """
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
     await producer.start()
-    sent, marker_times, pending = 0, [], []
+    sent, pending = 0, []
+    marker_times: list[float] = []
     try:
         start = time.perf_counter()
         next_marker = start
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 capacity = rate_between(samples, done + 0.05 * cap_events,
                                         done + 0.95 * cap_events)
                 done += cap_events
+                time.sleep(2.5)  # let a release include the backlog's tail before phase 1
                 for i, (load, share) in enumerate(loads):
                     rate = max(capacity * share, 5.0)
                     before = lag_buckets(worker)

@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         return faust_floor_child()
     p = _common.parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--users", type=int, default=1000)
-    p.add_argument("--events", type=int, default=30000, help="backlog size M")
+    p.add_argument("--events", type=int, default=20000, help="backlog size M")
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
     args = p.parse_args(argv)

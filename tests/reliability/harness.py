@@ -410,7 +410,9 @@ def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
     conflicting, repeats = [], 0
     for seq, recs in by_seq.items():
         if len(recs) > 1:
-            keys = {(r["noisy_sum"], r["theta"], r["epsilon_spent"]) for r in recs}
+            # a re-sent record (same publication) is identical, ts included; a second draw
+            # for the same seq has its own ts even when the value happens to coincide
+            keys = {(r["noisy_sum"], r["theta"], r["epsilon_spent"], r["ts"]) for r in recs}
             if len(keys) > 1:
                 conflicting.append(seq)
             else:

@@ -22,6 +22,7 @@ from tests.reliability.harness import (
     laplace_bound,
     membership,
     produce_raw,
+    read_json,
     report,
     wait_consumed,
     wait_for_records,
@@ -80,8 +81,20 @@ def test_broker_stopped_and_restarted(tmp_path: Path) -> None:
             # on the fresh topics must be applied on top of it: 5 users x value 5 = 25.
             produce_raw(broker.bootstrap, [(topics.reports, u.encode(), report(u, 5, f"{u}-b", 3.0))
                                            for u in USERS])
-            life2 = wait_for_records(broker.bootstrap, topics.releases, _sum_is(25), 60,
-                                     "sum 25 after the broker came back", worker)
+            consumed_before = worker.metric("pufferfish_events_consumed_total",
+                                            {"kind": "report"})
+            try:
+                life2 = wait_for_records(broker.bootstrap, topics.releases, _sum_is(25), 60,
+                                         "sum 25 after the broker came back", worker)
+            except AssertionError as exc:
+                last = read_json(broker.bootstrap, topics.releases, timeout=1.0)[-3:]
+                consumed = worker.metric("pufferfish_events_consumed_total", {"kind": "report"})
+                problems = [ln for ln in worker.output().splitlines()
+                            if "ERROR" in ln or "WARNING" in ln][-15:]
+                raise AssertionError(
+                    f"worker alive but did not resume: reports consumed {consumed_before} -> "
+                    f"{consumed}, last releases {last}\n" + "\n".join(problems)
+                ) from exc
         still_alive = worker.alive()
         errors_after = worker.metric("pufferfish_broker_errors_total") if still_alive else None
     finally:

@@ -230,7 +230,12 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
                                                                 tmp_path: Path) -> None:
     """SIGSTOP the release owner past the session timeout (a GC pause, a frozen VM), let the
     other worker take over and publish, then SIGCONT: the old owner must not publish a seq the
-    new owner already used (with a different value), nor a lower epsilon_spent."""
+    new owner already used (with a different value), nor a lower epsilon_spent.
+
+    Racy by nature: it fails only when the resumed worker's overdue release timer runs before
+    its revocation callback (seen in 1 of 2 runs). A pass is not proof of fencing; a failure is
+    always a real split-brain (no xfail: it must never fail once the product fences releases).
+    """
     import os
     import signal
 
@@ -277,7 +282,8 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
             w.stop()
     journal = check_journal(releases)
     _summary("paused-owner", releases=journal.releases, distinct_seqs=journal.distinct_seqs,
-             conflicting_seqs=journal.conflicting_seqs, eps_decreases=len(journal.eps_decreases))
+             conflicting_seqs=journal.conflicting_seqs, eps_decreases=journal.eps_decreases,
+             log=[(r["seq"], r["epsilon_spent"], round(r["ts"] % 1000, 2)) for r in releases])
     assert journal.conflicting_seqs == [], (
         f"seqs published twice with different values: {journal.conflicting_seqs}")
     assert journal.eps_decreases == [], journal.eps_decreases
