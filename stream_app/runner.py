@@ -34,6 +34,13 @@ class TopicSetupError(RuntimeError):
     """A topic is missing after creation or exists with the wrong partition count."""
 
 
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """The releases topic is the budget journal: it must never expire or be compacted away."""
+    if name == settings.topic_releases:
+        return {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+    return {}
+
+
 def wanted_topics(settings: Settings) -> dict[str, int]:
     return {
         settings.topic_reports: settings.input_partitions,
@@ -57,7 +64,11 @@ async def ensure_topics(settings: Settings, timeout: float = 30.0) -> None:
             missing = [n for n in wanted if n not in existing]
             if missing:
                 resp = await admin.create_topics(
-                    [NewTopic(n, wanted[n], replication_factor=1) for n in missing]
+                    [
+                        NewTopic(n, wanted[n], replication_factor=1,
+                                 topic_configs=topic_configs(settings, n))
+                        for n in missing
+                    ]
                 )
                 for name, code, *_ in resp.topic_errors:
                     if code not in (0, _TOPIC_ALREADY_EXISTS):
