@@ -97,9 +97,11 @@ def test_init_service_creates_the_topics_the_app_expects(compose: dict[str, Any]
     script = "\n".join(init["command"]) if isinstance(init["command"], list) else init["command"]
     created = {
         name: int(partitions)
-        for name, partitions in re.findall(r"^\s*create\s+(\S+)\s+(\d+)\s*$", script, re.M)
+        for name, partitions in re.findall(r"^\s*create\s+(\S+)\s+(\d+)(?:\s+--config\s+\S+)*\s*$", script, re.M)
     }
     assert created == EXPECTED_TOPICS
+    # the releases topic is the budget journal: it must never expire
+    assert re.search(r"create\s+releases\s+1\s+.*--config retention\.ms=-1", script)
     assert "--if-not-exists" in script and "kafka-topics.sh" in script
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     # ... and the worker's settings name exactly these topics with these partition counts.
