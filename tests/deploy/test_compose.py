@@ -97,7 +97,9 @@ def test_init_service_creates_the_topics_the_app_expects(compose: dict[str, Any]
     script = "\n".join(init["command"]) if isinstance(init["command"], list) else init["command"]
     created = {
         name: int(partitions)
-        for name, partitions in re.findall(r"^\s*create\s+(\S+)\s+(\d+)(?:\s+--config\s+\S+)*\s*$", script, re.M)
+        for name, partitions in re.findall(
+            r"^\s*create\s+(\S+)\s+(\d+)(?:\s+--config\s+\S+)*\s*$", script, re.M
+        )
     }
     assert created == EXPECTED_TOPICS
     # the releases topic is the budget journal: it must never expire
