@@ -292,6 +292,8 @@ def drain(worker: Worker, start: float, m: int, timeout: float) -> list[tuple[fl
 
 
 # --- profiling -----------------------------------------------------------------------------
+# The worker's entry point wraps every sample of the main thread: it says nothing.
+ENTRY_FRAMES = re.compile(r"\(stream_app/(__main__|cli|runner)\.py\)$")
 FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
@@ -304,7 +306,10 @@ Frames = list[tuple[str, float]]
 
 
 def top_frames(collapsed: str, n: int = 10) -> tuple[Frames, Frames, int]:
-    """(top own-time frames, top inclusive frames in stream_app/ or core/, samples)."""
+    """(top own-time frames, top inclusive frames in stream_app/ or core/, samples).
+
+    The inclusive list leaves out the entry point (__main__, cli, runner): it wraps everything.
+    """
     own: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     total = 0
@@ -317,7 +322,7 @@ def top_frames(collapsed: str, n: int = 10) -> tuple[Frames, Frames, int]:
         frames = [frame_name(f) for f in stack.split(";")]
         own[frames[-1]] += c
         for f in set(frames):
-            if "stream_app/" in f or "core/" in f:
+            if ("stream_app/" in f or "core/" in f) and not ENTRY_FRAMES.search(f):
                 incl[f] += c
     pct = 100.0 / max(total, 1)
     return ([(f, c * pct) for f, c in own.most_common(n)],
@@ -492,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
             f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on the worker while it drains "
             f"a further {max(m // 2, 1)} events; {total} samples). Top 10 by own time:\n\n"
             + _common.markdown_table(("frame", "% samples"), own)
-            + "\n\nTop 10 project frames (stream_app/, core/) by inclusive time:\n\n"
+            + "\n\nTop 10 project frames (stream_app/, core/; entry point left out) by "
+            "inclusive time:\n\n"
             + _common.markdown_table(("frame", "% samples"), incl)
         )
     body = (
