@@ -15,24 +15,38 @@ Delivery semantics (at-least-once; tansu has no transactions):
   the log ends in the same state; replays show up as already_present/unknown_user letters;
 - the two input topics are not ordered with respect to each other: a report and a join sent
   at the same moment may be handled in either order (the report is then ``not_present``);
-- "latest value" is the report with the newest ``ts`` (ties: the later one).
+- "latest value" is the report with the newest ``ts`` (ties: the later one);
+- input is handled in batches (``take_events``: up to BATCH_MAX_EVENTS records or what came
+  within BATCH_WITHIN_SECONDS). Each user's records are applied in order with the same rules
+  and dead-letter reasons as one at a time; each touched user is recalibrated and written to
+  the table once per batch. A batch's records are acked (so their offsets may be committed)
+  only after its table writes and dead-letter sends were issued, and Faust flushes the
+  producer before it commits offsets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import Any
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import faust
+from faust.streams import _current_event
 from faust.types import TP
 
 from core.errors import PufferfishInputError
 from stream_app.calibration import UserCalibrator, load_priors
-from stream_app.metrics import Metrics
+from stream_app.metrics import EVENT_KINDS, REJECT_REASONS, Metrics
 from stream_app.models import (
+    Membership,
     Partial,
     Rejected,
+    Report,
     check_key,
     dead_letter,
     parse_membership,
@@ -51,6 +65,49 @@ from stream_app.state import (
 )
 
 log = logging.getLogger(__name__)
+
+# Input records are applied in batches of at most this many, or what arrived within this time.
+# Faust fills the batch only while the agent waits, so the wait bounds the batch under load:
+# measured (200 users, K=5, exact) 0.05 s -> ~600/s, 0.1 s -> ~750/s, 0.2 s -> ~1,150/s.
+# Under light load a record waits at most this long before it is applied.
+BATCH_MAX_EVENTS = 1000
+BATCH_WITHIN_SECONDS = 0.2
+
+
+class _Message(NamedTuple):
+    topic: str
+    partition: int
+    key: bytes | None
+    value: bytes | None
+
+
+class _Record:
+    """A stand-in for a Faust event (``handle`` on one record, tests)."""
+
+    def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes | None):
+        self.message = _Message(topic, partition, key, value)
+
+
+@dataclass
+class _Step:
+    index: int  # position in the batch
+    event: Any
+    item: Report | Membership
+
+
+@dataclass
+class _Touched:
+    """One user's records in a batch: the state before it and the working state."""
+
+    old: UserState | None
+    state: UserState | None
+    steps: list[_Step] = field(default_factory=list)
+
+
+def _ref(event: Any) -> Any:
+    # Faust's table picks the changelog partition (and the store its partition) from the
+    # current event, a context variable; in a batch we set it to the record being written.
+    return weakref.ref(event)
 
 
 def partials_interval(settings: Settings) -> float:
@@ -79,6 +136,9 @@ class PufferfishApp:
         self.rules = build_rules(s, frozenset(references) if references else None)
         self._check_calibration()
         self.aggregates: dict[int, PartitionAggregate] = {}
+        m = self.metrics
+        self._consumed = {k: m.events_consumed.labels(kind=k) for k in EVENT_KINDS}
+        self._rejected = {r: m.events_rejected.labels(reason=r) for r in REJECT_REASONS}
 
         self.app = faust.App(
             s.app_id,
@@ -182,57 +242,158 @@ class PufferfishApp:
         return agg
 
     async def _process(self, stream: Any) -> None:
-        async for event in stream.events():
-            msg = event.message
-            try:
-                reason = self.handle(msg.topic, msg.partition, msg.key, msg.value)
-            except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
-                # only the type: an exception message could quote the record
-                log.error("record could not be processed (%s); dead-lettered", type(exc).__name__)
-                self.metrics.events_rejected.labels(reason="invalid_schema").inc()
-                reason = "invalid_schema"
-            if reason is not None:
-                dl = dead_letter(msg.topic, msg.value, reason, time.time())
-                try:
-                    await self.deadletter_topic.send(value=to_bytes(dl))
-                except Exception as exc:  # noqa: BLE001
-                    self.metrics.broker_errors.inc()
-                    log.error("dead letter not sent (%s)", type(exc).__name__)
+        # take_events acks a batch's events (so their offsets may be committed) only when we
+        # ask for the next batch, i.e. after handle_batch has put their effects in the table.
+        async for events in stream.take_events(BATCH_MAX_EVENTS, BATCH_WITHIN_SECONDS):
+            letters = self.handle_batch(events)
+            if letters:
+                await self._send_dead_letters(letters)
+
+    async def _send_dead_letters(self, letters: Sequence[tuple[str, bytes | None, str]]) -> None:
+        now = time.time()
+        sends = [
+            self.deadletter_topic.send(value=to_bytes(dead_letter(topic, raw, reason, now)))
+            for topic, raw, reason in letters
+        ]
+        for result in await asyncio.gather(*sends, return_exceptions=True):
+            if isinstance(result, BaseException):
+                self.metrics.broker_errors.inc()
+                log.error("dead letter not sent (%s)", type(result).__name__)
 
     def handle(
         self, topic: str, partition: int, key: bytes | None, raw: bytes | None
     ) -> str | None:
         """Apply one input record; return the dead-letter reason or None when accepted."""
-        s = self.settings
+        letters = self.handle_batch([_Record(topic, partition, key, raw)])
+        return letters[0][2] if letters else None
+
+    def handle_batch(self, events: Sequence[Any]) -> list[tuple[str, bytes | None, str]]:
+        """Apply a batch of input events (objects with ``.message``) in order.
+
+        Returns the dead letters ``(source_topic, raw, reason)`` in record order. The outcome
+        is the one of applying the records one at a time (``_replay`` is exactly that): each
+        user's records are applied in order to a working copy of the user's state; each
+        touched user is recalibrated once, at the end, and written to the table once. If
+        core refuses the final state, or the user's records came on several partitions, the
+        user's records are replayed one at a time with a recalibration after each.
+        """
+        reasons: list[str | None] = [None] * len(events)
+        kinds: list[str] = [""] * len(events)
+        touched: dict[str, _Touched] = {}
+        token = _current_event.set(None)
         try:
-            agg = self.aggregate(partition)
-            if topic == s.topic_reports:
-                report = parse_report(raw, s.max_payload_bytes)
-                check_key(key, report.user_id)
-                user_id, ts, kind = report.user_id, report.ts, "report"
-                old = self._get(user_id)
-                new = apply_report(old, report, partition, self.rules)
+            for i, event in enumerate(events):
+                reasons[i] = self._stage(i, event, touched, kinds)
+            for user_id, t in touched.items():
+                self._commit(user_id, t, reasons)
+        finally:
+            _current_event.reset(token)
+        consumed: Counter[str] = Counter()
+        rejected: Counter[str] = Counter()
+        letters = []
+        for i, event in enumerate(events):
+            reason = reasons[i]
+            if reason is None:
+                consumed[kinds[i]] += 1
             else:
-                change = parse_membership(raw, s.max_payload_bytes)
-                check_key(key, change.user_id)
-                user_id, ts, kind = change.user_id, change.ts, change.event
-                old = self._get(user_id)
-                new = apply_membership(old, change, partition, self.rules)
-            with self.metrics.recalibration_seconds.time():
-                new = recalibrated(new, self.calibrate)
-                agg.apply(user_id, old, new)
+                rejected[reason] += 1
+                msg = event.message
+                letters.append((msg.topic, msg.value, reason))
+        for kind, n in consumed.items():
+            self._consumed[kind].inc(n)
+        for reason, n in rejected.items():
+            self._rejected[reason].inc(n)
+        return letters
+
+    def _stage(
+        self, i: int, event: Any, touched: dict[str, _Touched], kinds: list[str]
+    ) -> str | None:
+        """Classify record i and apply it to its user's working state; the reason or None."""
+        s = self.settings
+        msg = event.message
+        _current_event.set(_ref(event))
+        try:
+            self.aggregate(msg.partition)
+            if msg.topic == s.topic_reports:
+                item: Report | Membership = parse_report(msg.value, s.max_payload_bytes)
+                kinds[i] = "report"
+            else:
+                item = parse_membership(msg.value, s.max_payload_bytes)
+                kinds[i] = item.event
+            check_key(msg.key, item.user_id)
+            t = touched.get(item.user_id)
+            if t is None:
+                old = self._get(item.user_id)
+                t = touched[item.user_id] = _Touched(old=old, state=old)
+            t.steps.append(_Step(i, event, item))
+            t.state = self._apply(t.state, item, msg.partition)
         except Rejected as rej:
-            self.metrics.events_rejected.labels(reason=rej.reason).inc()
             return rej.reason
-        except PufferfishInputError as exc:
-            # core refused the user's statistics: keep the old state, never the values in logs
-            log.warning("calibration refused a record (field %s)", exc.field)
-            self.metrics.events_rejected.labels(reason="invalid_schema").inc()
+        except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
+            # only the type: an exception message could quote the record
+            log.error("record could not be processed (%s); dead-lettered", type(exc).__name__)
             return "invalid_schema"
-        self.users[user_id] = new.to_json()
-        agg.note_event(ts)
-        self.metrics.events_consumed.labels(kind=kind).inc()
         return None
+
+    def _apply(
+        self, state: UserState | None, item: Report | Membership, partition: int
+    ) -> UserState:
+        if isinstance(item, Report):
+            return apply_report(state, item, partition, self.rules)
+        return apply_membership(state, item, partition, self.rules)
+
+    def _commit(self, user_id: str, t: _Touched, reasons: list[str | None]) -> None:
+        """Recalibrate one touched user once and write it (or replay its records one by one)."""
+        if all(reasons[step.index] is not None for step in t.steps):
+            return
+        partitions = {step.event.message.partition for step in t.steps}
+        if len(partitions) != 1 or t.state is None:
+            self._replay(user_id, t, reasons)
+            return
+        agg = self.aggregate(partitions.pop())
+        started = time.perf_counter()
+        try:
+            new = recalibrated(t.state, self.calibrate)
+        except Exception:  # noqa: BLE001 - _replay attributes the refusal to one record
+            self._replay(user_id, t, reasons)
+            return
+        agg.apply(user_id, t.old, new)
+        self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
+        last = t.steps[-1].event
+        _current_event.set(_ref(last))
+        self.users[user_id] = new.to_json()
+        for step in t.steps:
+            if reasons[step.index] is None:
+                agg.note_event(step.item.ts)
+
+    def _replay(self, user_id: str, t: _Touched, reasons: list[str | None]) -> None:
+        """The per-record path: apply, recalibrate and write after each record in turn."""
+        state = t.old
+        for step in t.steps:
+            msg = step.event.message
+            _current_event.set(_ref(step.event))
+            try:
+                agg = self.aggregate(msg.partition)
+                new = self._apply(state, step.item, msg.partition)
+                with self.metrics.recalibration_seconds.time():
+                    new = recalibrated(new, self.calibrate)
+                    agg.apply(user_id, state, new)
+            except Rejected as rej:
+                reasons[step.index] = rej.reason
+                continue
+            except PufferfishInputError as exc:
+                # core refused the user's statistics: keep the old state, never the values in logs
+                log.warning("calibration refused a record (field %s)", exc.field)
+                reasons[step.index] = "invalid_schema"
+                continue
+            except Exception as exc:  # noqa: BLE001
+                log.error("record could not be processed (%s); dead-lettered", type(exc).__name__)
+                reasons[step.index] = "invalid_schema"
+                continue
+            self.users[user_id] = new.to_json()
+            agg.note_event(step.item.ts)
+            reasons[step.index] = None
+            state = new
 
     def _get(self, user_id: str) -> UserState | None:
         raw = self.users.get(user_id)

@@ -66,6 +66,10 @@ def _load_spec(path: str) -> Any:
         raise PufferfishInputError(
             "spec", f"invalid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
         ) from None
+    except RecursionError:
+        raise PufferfishInputError("spec", "JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's digit limit
+        raise PufferfishInputError("spec", f"invalid JSON: {type(exc).__name__}") from None
 
 
 def _print_json(result: dict[str, Any]) -> None:
@@ -142,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except ValueError as exc:  # PufferfishInputError, and any other bad value
         return _fail(str(exc) or type(exc).__name__)
+    except RecursionError:
+        return _fail("spec: JSON nested too deeply")
     except OSError as exc:  # e.g. a forwarded command cannot bind its port
         _fail(f"{type(exc).__name__}: {exc}")
         return EXIT_ENVIRONMENT_ERROR

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from core.errors import PufferfishInputError
+from stream_app import log_safety
 from stream_app.settings import CONFIG_FILE_ENV, Settings
 
 log = logging.getLogger("stream_app.runner")
@@ -107,6 +108,7 @@ def run_worker(settings: Settings) -> None:
     from stream_app.app import PufferfishApp
     from stream_app.metrics import Metrics
 
+    log_safety.install()
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

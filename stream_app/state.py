@@ -84,6 +84,8 @@ class Rules:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {float(v): j for j, v in enumerate(self.domain)})
+        # Units of each domain value, computed once (a report's value is a domain value).
+        object.__setattr__(self, "_units", tuple(self._grid_units(v) for v in self.domain))
 
     def domain_index(self, value: float) -> int:
         j = self._index.get(float(value))  # type: ignore[attr-defined]
@@ -92,10 +94,23 @@ class Rules:
         return int(j)
 
     def units(self, value: float) -> int:
+        j = self._index.get(float(value))  # type: ignore[attr-defined]
+        if j is not None:
+            units = self._units[j]  # type: ignore[attr-defined]
+            if units is None:
+                raise Rejected("out_of_domain")
+            return int(units)
+        return self._units_or_reject(value)
+
+    def _grid_units(self, value: float) -> int | None:
         q = Fraction(value) / Fraction(2) ** self.grid_log2
-        if q.denominator != 1:  # domain values are on the grid (checked at start-up)
+        return int(q) if q.denominator == 1 else None
+
+    def _units_or_reject(self, value: float) -> int:
+        units = self._grid_units(value)
+        if units is None:  # domain values are on the grid (checked at start-up)
             raise Rejected("out_of_domain")
-        return int(q)
+        return units
 
 
 def _new_user(partition: int, rules: Rules) -> UserState:

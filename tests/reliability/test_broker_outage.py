@@ -84,7 +84,7 @@ def test_broker_stopped_and_restarted(tmp_path: Path) -> None:
             consumed_before = worker.metric("pufferfish_events_consumed_total",
                                             {"kind": "report"})
             try:
-                life2 = wait_for_records(broker.bootstrap, topics.releases, _sum_is(25), 60,
+                life2 = wait_for_records(broker.bootstrap, topics.releases, _sum_is(25), 90,
                                          "sum 25 after the broker came back", worker)
             except AssertionError as exc:
                 last = read_json(broker.bootstrap, topics.releases, timeout=1.0)[-3:]

@@ -76,7 +76,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
         wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
         feed("b")
         wait_consumed(w, "report", 2 * len(users))
-        time.sleep(2.0)  # four more release ticks
+        time.sleep(1.5)  # three more release ticks
         first_life = read_json(broker.bootstrap, topics.releases, timeout=1.5)
         spent_metric = w.metric("pufferfish_epsilon_spent")
         w.kill9()
@@ -91,7 +91,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
             feed(f"after-{how}")
             # It must reach the point of refusing a release, i.e. it synced the journal.
             wait_until(lambda w=w: _exhausted(w), 60, "restarted worker refuses releases", 0.5, w)
-            time.sleep(2.0)
+            time.sleep(1.5)
             restarts.append((how, w.metric("pufferfish_epsilon_spent"),
                              w.metric("pufferfish_releases_total")))
         finally:
@@ -158,7 +158,7 @@ def test_budget_survives_loss_of_the_releases_journal(broker_module: EmbeddedBro
         wait_ready(w)
         produce_raw(broker.bootstrap, [(topics.reports, b"j1", report("j1", 4, "j1-b", 3.0))])
         wait_consumed(w, "report", 1)
-        time.sleep(6.0)  # a dozen release ticks
+        time.sleep(4.0)  # eight release ticks
         after = read_json(broker.bootstrap, topics.releases, timeout=1.5)
         spent = w.metric("pufferfish_epsilon_spent")
     finally:

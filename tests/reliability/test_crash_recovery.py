@@ -273,7 +273,7 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
         time.sleep(2.0)
         os.killpg(paused.pid, signal.SIGCONT)
         stopped = None
-        time.sleep(8.0)  # the resumed worker's timers fire before it learns it lost the group
+        time.sleep(5.0)  # the resumed worker's timers fire before it learns it lost the group
         releases = read_json(broker.bootstrap, topics.releases, timeout=1.5)
     finally:
         if stopped is not None:

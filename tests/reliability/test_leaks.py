@@ -149,6 +149,15 @@ def test_logs_at_debug_level_carry_no_sentinel(runs: dict[str, RunOutput]) -> No
         _assert_clean(f"worker {name} stdout/stderr", run.log)
 
 
+def test_log_lines_above_debug_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
+    """Severity split of the test above: INFO/WARNING/ERROR lines (the default level is
+    warning) must be clean even if DEBUG lines are not."""
+    for name, run in runs.items():
+        lines = [ln for ln in run.log.splitlines() if "DEBUG" not in ln]
+        assert any("INFO" in ln for ln in lines)
+        _assert_clean(f"worker {name} non-DEBUG log lines", "\n".join(lines))
+
+
 def test_metrics_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
     for name, run in runs.items():
         assert "pufferfish_releases_total" in run.metrics

@@ -154,7 +154,7 @@ def test_worker_start_up_log_never_contains_the_password(
         "PUFFERFISH_LOG_LEVEL": "debug",
     })
     worker = Worker(env, tmp_path, f"sasl-{protocol}").start()
-    deadline = time.monotonic() + 8  # the broker does not speak SASL: it fails and retries
+    deadline = time.monotonic() + 6  # the broker does not speak SASL: it fails and retries
     while worker.alive() and time.monotonic() < deadline:
         time.sleep(0.5)
     code = worker.stop()

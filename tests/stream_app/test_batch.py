@@ -1,0 +1,207 @@
+"""Batched input handling (PufferfishApp.handle_batch) has the per-record semantics (no broker).
+
+The oracle is the worker's former per-record path, written out here: parse, check the key,
+apply the rule, recalibrate, update the partition aggregate, write the table, one record at a
+time. The batch path must leave the same table, the same aggregates, the same dead-letter
+reasons in the same order and the same counters, whatever the batch boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from core.errors import PufferfishInputError
+from stream_app.app import PufferfishApp, _Record
+from stream_app.models import Rejected, check_key, parse_membership, parse_report
+from stream_app.settings import Settings
+from stream_app.state import (
+    PartitionAggregate,
+    UserState,
+    apply_membership,
+    apply_report,
+    recalibrated,
+)
+
+DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0)
+PARTITIONS = 3
+
+
+def settings(**kw: Any) -> Settings:
+    base: dict[str, Any] = dict(
+        domain=DOMAIN, pairs=("distribution_presence", "value_change"), epsilon=1.0,
+        input_partitions=PARTITIONS, dedup_window=4, store="memory://",
+    )
+    base.update(kw)
+    return Settings(**base)
+
+
+def make_app(s: Settings) -> PufferfishApp:
+    app = PufferfishApp(s)
+    app.users = {}  # type: ignore[assignment]  # a plain dict stands in for the Faust table
+    return app
+
+
+class Oracle:
+    """The per-record path the worker had before batching (same rules, same calibrator)."""
+
+    def __init__(self, app: PufferfishApp) -> None:
+        self.app = app
+        self.table: dict[str, Any] = {}
+        self.aggs: dict[int, PartitionAggregate] = {}
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def agg(self, partition: int) -> PartitionAggregate:
+        if partition not in self.aggs:
+            self.aggs[partition] = PartitionAggregate(partition=partition)
+        return self.aggs[partition]
+
+    def handle(
+        self, topic: str, partition: int, key: bytes | None, raw: bytes | None
+    ) -> str | None:
+        s, app = self.app.settings, self.app
+        try:
+            agg = self.agg(partition)
+            item: Any
+            if topic == s.topic_reports:
+                item = parse_report(raw, s.max_payload_bytes)
+                kind = "report"
+            else:
+                item = parse_membership(raw, s.max_payload_bytes)
+                kind = item.event
+            check_key(key, item.user_id)
+            d = self.table.get(item.user_id)
+            old = UserState.from_json(d) if d is not None else None
+            if kind == "report":
+                new = apply_report(old, item, partition, app.rules)
+            else:
+                new = apply_membership(old, item, partition, app.rules)
+            new = recalibrated(new, app.calibrate)
+            agg.apply(item.user_id, old, new)
+        except Rejected as rej:
+            self.counts["rejected", rej.reason] += 1
+            return rej.reason
+        except Exception:  # noqa: BLE001 - PufferfishInputError and any other failure
+            self.counts["rejected", "invalid_schema"] += 1
+            return "invalid_schema"
+        self.table[item.user_id] = new.to_json()
+        agg.note_event(item.ts)
+        self.counts["consumed", kind] += 1
+        return None
+
+
+def workload(seed: int, n: int) -> list[tuple[str, int, bytes | None, bytes | None]]:
+    """Joins, leaves, reports (some duplicated, some out of domain) and broken records."""
+    rng = random.Random(seed)
+    users = [f"u{i}" for i in range(12)]
+    home = {u: rng.randrange(PARTITIONS) for u in users}
+    out: list[tuple[str, int, bytes | None, bytes | None]] = []
+    issued: dict[str, list[str]] = {}
+    for k in range(n):
+        u = rng.choice(users)
+        p = home[u] if rng.random() > 0.05 else rng.randrange(PARTITIONS)  # stray partition
+        roll = rng.random()
+        if roll < 0.25:
+            doc: dict[str, Any] = {"user_id": u, "event": rng.choice(["join", "join", "leave"]),
+                                   "ts": float(k)}
+            out.append(("membership", p, u.encode(), json.dumps(doc).encode()))
+            continue
+        if roll < 0.30:
+            bad = rng.choice([b"{not json", b"[]", b'{"user_id": "x"}', None])
+            out.append((rng.choice(["reports", "membership"]), p, u.encode(), bad))
+            continue
+        value = rng.choice(DOMAIN + (7.0,) if roll < 0.33 else DOMAIN)
+        mine = issued.setdefault(u, [])
+        rid = rng.choice(mine[-6:]) if mine and rng.random() < 0.15 else f"r{k}"
+        mine.append(rid)
+        key = u.encode() if rng.random() > 0.03 else b"someone-else"
+        doc = {"user_id": u, "value": value, "report_id": rid, "ts": float(rng.randrange(n))}
+        out.append(("reports", p, key, json.dumps(doc).encode()))
+    return out
+
+
+def agg_view(agg: PartitionAggregate) -> tuple[Any, ...]:
+    return (agg.sum_units, agg.theta, agg.spread, agg.newest_ts, agg.new_events)
+
+
+def counters(app: PufferfishApp) -> Counter[tuple[str, str]]:
+    out: Counter[tuple[str, str]] = Counter()
+    for fam in app.metrics.registry.collect():
+        for sample in fam.samples:
+            if sample.name == "pufferfish_events_consumed_total" and sample.value:
+                out["consumed", sample.labels["kind"]] += int(sample.value)
+            if sample.name == "pufferfish_events_rejected_total" and sample.value:
+                out["rejected", sample.labels["reason"]] += int(sample.value)
+    return out
+
+
+def check_same(app: PufferfishApp, oracle: Oracle) -> None:
+    assert dict(app.users) == oracle.table  # type: ignore[arg-type]
+    for p, agg in oracle.aggs.items():
+        if agg.new_events or agg.sum_units:
+            assert agg_view(app.aggregates[p]) == agg_view(agg), p
+    assert counters(app) == +oracle.counts
+
+
+def run_and_compare(
+    app: PufferfishApp, oracle: Oracle, records: list[Any], size: int
+) -> list[str | None]:
+    """Feed ``records`` to the oracle one by one and to the app in batches of ``size``."""
+    expected = [oracle.handle(*r) for r in records]
+    for start in range(0, len(records), size):
+        batch = [_Record(*r) for r in records[start : start + size]]
+        letters = app.handle_batch(batch)
+        want = [(r.message.topic, r.message.value, why) for r, why in
+                zip(batch, expected[start : start + size], strict=True) if why is not None]
+        assert letters == want
+    check_same(app, oracle)
+    return expected
+
+
+@pytest.mark.parametrize("size", [1, 7, 50, 500])
+@pytest.mark.parametrize("auto_join", [False, True])
+def test_batches_match_the_per_record_path(size: int, auto_join: bool) -> None:
+    s = settings(auto_join=auto_join)
+    app, oracle = make_app(s), Oracle(make_app(s))
+    expected = run_and_compare(app, oracle, workload(seed=size, n=400), size)
+    assert {"duplicate_report", "key_mismatch", "malformed_json", "out_of_domain"} <= set(
+        expected
+    )
+    assert expected.count(None) > 100
+
+
+@pytest.mark.parametrize("size", [1, 60, 300])
+def test_a_refused_calibration_rejects_the_same_record_as_before(size: int) -> None:
+    """Core refusing a state: the record that first reaches it is dead-lettered, the rest apply."""
+
+    def refusing(calibrate: Any) -> Any:
+        def wrapped(state: UserState) -> Any:
+            if state.counts and state.counts[4] > 0:  # any report of 4.0 is refused
+                raise PufferfishInputError("dist", "refused for the test")
+            return calibrate(state)
+
+        return wrapped
+
+    s = settings(auto_join=True)
+    app, oracle_app = make_app(s), make_app(s)
+    app.calibrate = refusing(app.calibrate)  # type: ignore[method-assign]
+    oracle_app.calibrate = refusing(oracle_app.calibrate)  # type: ignore[method-assign]
+    expected = run_and_compare(app, Oracle(oracle_app), workload(seed=3, n=300), size)
+    assert expected.count("invalid_schema") >= 20  # refusals happened
+    assert expected.count(None) > 100
+
+
+def test_handle_one_record() -> None:
+    app = make_app(settings())
+    join = json.dumps({"user_id": "a", "event": "join", "ts": 1.0}).encode()
+    report = json.dumps({"user_id": "a", "value": 2.0, "report_id": "r", "ts": 2.0}).encode()
+    assert app.handle("membership", 0, b"a", join) is None
+    assert app.handle("reports", 0, b"a", report) is None
+    assert app.handle("reports", 0, b"a", report) == "duplicate_report"
+    assert app.handle("reports", 0, b"b", report) == "key_mismatch"
+    state = UserState.from_json(app.users["a"])
+    assert state.counts == (0, 0, 1, 0, 0) and state.value_units == 2 * 1024 and state.theta > 0
