@@ -319,7 +319,7 @@ class PufferfishApp:
                 kinds[i] = "report"
             else:
                 item = parse_membership(msg.value, s.max_payload_bytes)
-                kinds[i] = item.event
+                kinds[i] = "membership"
             check_key(msg.key, item.user_id)
             t = touched.get(item.user_id)
             if t is None:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-EVENT_KINDS = ("report", "join", "leave")
+# joins and leaves share one label: separate counters would give the exact population
+EVENT_KINDS = ("report", "membership")
 
 REJECT_REASONS = (
     "malformed_json",

@@ -1,12 +1,32 @@
 """The single release agent's logic: combine partials, charge the budget, add noise once, publish.
 
-Durability: the releases topic (1 partition) is the journal. Whenever this worker becomes the
-owner of the partials partition it reads the journal to the end and restores the accountant
-(epsilon_spent of the newest record) and the last seq. A release is charged and drawn, then
-sent and awaited (acks=all). A record that was never acknowledged was never seen by anyone,
-so after a restart its seq may be drawn afresh; a record in the journal is never re-published.
-A failed send in a running worker burns its seq and keeps its charge (conservative: it might
-still land), so no seq can ever carry two values.
+Durability: the releases topic (1 partition) is the journal, and a local file in data_dir
+(stream_app.release_state) is a second high-water mark. Whenever this worker becomes the owner
+of the partials partition it reads the journal to the end and restores the accountant and the
+last seq as the max over the journal, the local file and what it already knew. A release is
+drawn and charged, the charge and seq are written to the local file (an intent), then the
+record is sent and awaited (acks=all). A failed send burns its seq and keeps its charge
+(conservative: it might still land), so no seq can ever carry two values, and a seq in the
+local file is never drawn again.
+
+Split brain (two workers that both believe they own the release partition, e.g. one frozen past
+the session timeout): two fences, neither a lock.
+- Journal fence: a consumer pinned to the releases partition stays positioned after the last
+  record seen. Right before drawing it is drained briefly (FENCE_DRAIN_MS); any record this
+  worker did not publish means another owner has published: adopt its seq and epsilon_spent,
+  re-read the journal and skip this tick.
+- Pause fence: a heartbeat task notices when the event loop was stalled for more than half the
+  session timeout (SIGSTOP, a frozen VM, a long GC). The group may have moved on without us:
+  releases are held for a few heartbeat intervals (time to learn of the rebalance) and the
+  journal is re-read before the next one.
+Remaining window: a publish by another owner that lands between our drain and our send (a few
+ms) is not seen; both may then publish the same seq with different values. Closing it needs
+transactions or a conditional append, which tansu does not offer (see the shared broker notes);
+the group protocol makes two owners a transient, and the fences make the window small.
+
+Broker trouble: every broker call is bounded in time; a producer or journal consumer that saw an
+error is dropped and recreated on the next tick; errors count in pufferfish_broker_errors_total.
+The release lock is never waited for: a tick that finds it taken is skipped.
 """
 
 from __future__ import annotations
@@ -15,8 +35,9 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from fractions import Fraction
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
@@ -25,49 +46,131 @@ from core.budget import Accountant, BudgetExhausted, composition_charge
 from core.noise import secure_laplace_release
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, Release, to_bytes
+from stream_app.release_state import LocalState, load_state, save_state, state_path
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
-JOURNAL_READ_LIMIT_SECONDS = 60.0
+JOURNAL_READ_LIMIT_SECONDS = 30.0  # whole read, however long the journal
+JOURNAL_STALL_SECONDS = 5.0  # behind the end and no new record for this long: give up
+BROKER_CALL_SECONDS = 10.0  # any single broker call (start, end_offsets, position, stop)
+FENCE_DRAIN_MS = 100
+BEAT_SECONDS = 0.25
+SEND_TIMEOUT_MS = 15000
+
+T = TypeVar("T")
 
 
 class JournalError(RuntimeError):
     """The releases journal could not be read to its end in time."""
 
 
+async def _bounded(aw: Awaitable[T], what: str, seconds: float = BROKER_CALL_SECONDS) -> T:
+    try:
+        return await asyncio.wait_for(aw, seconds)
+    except TimeoutError:
+        raise JournalError(f"{what}: no answer in {seconds:g} s") from None
+
+
+def _parse(value: bytes | None, offset: int) -> Release | None:
+    try:
+        return Release.model_validate_json(value or b"")
+    except ValidationError:
+        log.warning("journal: skipping an unparseable record at offset %d", offset)
+        return None
+
+
+class Journal:
+    """A consumer pinned to the releases partition: full reads and the fence drain."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tp = TopicPartition(settings.topic_releases, 0)
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def _get(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(
+                **self.settings.aiokafka_kwargs(), group_id=None, enable_auto_commit=False,
+                auto_offset_reset="earliest",
+            )
+            try:
+                await _bounded(consumer.start(), "journal consumer start")
+                consumer.assign([self.tp])
+            except BaseException:
+                await self._stop(consumer)
+                raise
+            self._consumer = consumer
+        return self._consumer
+
+    @staticmethod
+    async def _stop(consumer: AIOKafkaConsumer) -> None:
+        try:
+            await asyncio.wait_for(consumer.stop(), BROKER_CALL_SECONDS)
+        except Exception:  # noqa: BLE001 - it is being dropped anyway
+            pass
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await self._stop(consumer)
+
+    async def read_all(self) -> list[Release]:
+        """Every parseable record from the start, leaving the position at the end (bounded)."""
+        s = self.settings
+        try:
+            consumer = await self._get()
+            tp = self.tp
+            if not await _bounded(consumer.seek_to_beginning(tp), "journal seek"):
+                raise JournalError("releases journal: the seek to the beginning did not finish")
+            # tansu reports the start of the last batch as the end: also wait for quiet.
+            end = (await _bounded(consumer.end_offsets([tp]), "journal end offset"))[tp]
+            out: list[Release] = []
+            started = last_data = time.monotonic()
+            while True:
+                batch = await consumer.getmany(tp, timeout_ms=200)
+                for rec in batch.get(tp, []):
+                    last_data = time.monotonic()
+                    release = _parse(rec.value, rec.offset)
+                    if release is not None:
+                        out.append(release)
+                position = await _bounded(consumer.position(tp), "journal position")
+                now = time.monotonic()
+                if position >= end and now - last_data >= s.journal_quiet_seconds:
+                    return out
+                if position < end and now - last_data > JOURNAL_STALL_SECONDS:
+                    raise JournalError(f"releases journal stalled at offset {position} < {end}")
+                if now - started > JOURNAL_READ_LIMIT_SECONDS:
+                    raise JournalError(
+                        f"releases journal not read to its end in {JOURNAL_READ_LIMIT_SECONDS:g} s")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def drain(self) -> list[Release]:
+        """Records published since the last read (waits at most about FENCE_DRAIN_MS)."""
+        try:
+            consumer = await self._get()
+            out: list[Release] = []
+            for _ in range(100):  # until one quiet wait (records may arrive in several fetches)
+                batch = await consumer.getmany(self.tp, timeout_ms=FENCE_DRAIN_MS)
+                recs = batch.get(self.tp, [])
+                if not recs:
+                    return out
+                out.extend(r for r in (_parse(x.value, x.offset) for x in recs) if r is not None)
+            return out
+        except BaseException:
+            await self.close()
+            raise
+
+
 async def read_journal(settings: Settings) -> list[Release]:
     """Every parseable release record, in log order (bounded in time)."""
-    consumer = AIOKafkaConsumer(
-        **settings.aiokafka_kwargs(), group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    tp = TopicPartition(settings.topic_releases, 0)
-    out: list[Release] = []
+    journal = Journal(settings)
     try:
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        # tansu reports the start of the last batch as the end: also wait for quiet.
-        end = (await consumer.end_offsets([tp]))[tp]
-        deadline = time.monotonic() + JOURNAL_READ_LIMIT_SECONDS
-        last_data = time.monotonic()
-        while True:
-            batch = await consumer.getmany(tp, timeout_ms=200)
-            for rec in batch.get(tp, []):
-                last_data = time.monotonic()
-                try:
-                    out.append(Release.model_validate_json(rec.value or b""))
-                except ValidationError:
-                    log.warning("journal: skipping an unparseable record at offset %d", rec.offset)
-            position = await consumer.position(tp)
-            quiet = time.monotonic() - last_data >= settings.journal_quiet_seconds
-            if position >= end and quiet:
-                return out
-            if time.monotonic() > deadline:
-                raise JournalError(f"releases journal not read to its end in {deadline:g} s")
+        return await journal.read_all()
     finally:
-        await consumer.stop()
+        await journal.close()
 
 
 def combine(partials: Mapping[int, Partial]) -> tuple[int, float, float, str | None, float]:
@@ -78,6 +181,14 @@ def combine(partials: Mapping[int, Partial]) -> tuple[int, float, float, str | N
     binding = next((p.binding_pair for p in partials.values() if p.theta == theta), None)
     newest = max((p.newest_ts for p in partials.values()), default=0.0)
     return total, theta, spread, binding, newest
+
+
+def _accountant_at_least(total: float, spent: float) -> Accountant:
+    """An accountant that has spent `spent` (one float charge); BudgetExhausted if over total."""
+    accountant = Accountant(total)
+    if spent > 0:
+        accountant.spend(spent)
+    return accountant
 
 
 class Releaser:
@@ -94,39 +205,122 @@ class Releaser:
         self._is_owner = is_owner
         self._lock = asyncio.Lock()
         self._producer: AIOKafkaProducer | None = None
+        self._journal = Journal(settings)
+        self.state_file = state_path(settings)
+        self._local = load_state(self.state_file)  # corrupt -> PufferfishInputError at start
         self.accountant = Accountant(settings.budget_total)
         self.last_seq = 0
         self.synced = False
         self.exhausted = False
+        self._generation = 0
+        self._own: dict[int, float] = {}  # seq -> ts of records this worker sent since the sync
         self._events_since_release = 0
         self._said_zero_theta = False
+        self._beat_task: asyncio.Task[None] | None = None
+        self._last_beat = time.monotonic()
+        self._hold_until = 0.0
 
+    # --- lifecycle ---------------------------------------------------------------------------
     def invalidate(self) -> None:
         """Ownership may have changed: re-read the journal before the next release."""
         self.synced = False
+        self._generation += 1
 
     async def stop(self) -> None:
-        if self._producer is not None:
-            producer, self._producer = self._producer, None
-            await producer.stop()
+        if self._beat_task is not None:
+            self._beat_task.cancel()
+            self._beat_task = None
+        await self._drop_producer()
+        await self._journal.close()
 
-    async def _sync(self) -> None:
-        records = await read_journal(self.settings)
-        self.accountant = Accountant(self.settings.budget_total)
-        self.last_seq = max((r.seq for r in records), default=0)
-        spent = max((r.epsilon_spent for r in records), default=0.0)
-        self.exhausted = False
-        if spent > 0:
+    async def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
             try:
-                self.accountant.spend(spent)
+                await asyncio.wait_for(producer.stop(), BROKER_CALL_SECONDS)
+            except Exception:  # noqa: BLE001 - it is being dropped anyway
+                pass
+
+    # --- pause fence -------------------------------------------------------------------------
+    @property
+    def _pause_limit(self) -> float:
+        return self.settings.broker_session_timeout / 2
+
+    def _ensure_beat(self) -> None:
+        if self._beat_task is None or self._beat_task.done():
+            self._last_beat = time.monotonic()
+            self._beat_task = asyncio.get_running_loop().create_task(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(BEAT_SECONDS)
+            self._check_pause()
+
+    def _check_pause(self) -> None:
+        now = time.monotonic()
+        stalled = now - self._last_beat
+        self._last_beat = now
+        if stalled > self._pause_limit:
+            s = self.settings
+            hold = 3 * s.broker_heartbeat_interval + s.journal_quiet_seconds
+            self._hold_until = max(self._hold_until, now + hold)
+            self.invalidate()
+            log.warning("event loop stalled %.1f s (over half the session timeout): releases "
+                        "held %.1f s, then the journal is re-read", stalled, hold)
+
+    # --- journal -----------------------------------------------------------------------------
+    async def _sync(self) -> None:
+        generation = self._generation
+        records = await self._journal.read_all()
+        s = self.settings
+        seq_journal = max((r.seq for r in records), default=0)
+        spent_journal = max((r.epsilon_spent for r in records), default=0.0)
+        local = self._local
+        self.last_seq = max(seq_journal, local.last_seq if local else 0, self.last_seq)
+        best = self.accountant
+        if local is not None and local.accountant.spent > best.spent:
+            best = local.accountant
+        self.exhausted = False
+        if spent_journal > best.spent:
+            try:
+                best = _accountant_at_least(s.budget_total, spent_journal)
             except BudgetExhausted:
                 self._mark_exhausted("the journal already spent more than budget_total")
-        self.metrics.epsilon_spent.set(self.accountant.spent)
-        self.metrics.epsilon_remaining.set(max(self.accountant.remaining, 0.0))
+        if best.total != s.budget_total:  # budget_total was changed: replay the exact charges
+            rebased = Accountant(s.budget_total)
+            try:
+                for charge in best.charges:
+                    rebased.spend(charge)
+                best = rebased
+            except BudgetExhausted:
+                self._mark_exhausted("the recorded spending exceeds the new budget_total")
+        self.accountant = best
+        self.metrics.epsilon_spent.set(max(best.spent, spent_journal))
+        self.metrics.epsilon_remaining.set(max(best.remaining, 0.0))
         if records:
             self.metrics.theta.set(records[-1].theta)
-        self.synced = True
-        log.info("journal restored: last seq %d, epsilon spent %g", self.last_seq, spent)
+        self._own.clear()
+        self.synced = generation == self._generation
+        log.info("journal restored: last seq %d, epsilon spent %g (journal: seq %d, spent %g)",
+                 self.last_seq, best.spent, seq_journal, spent_journal)
+
+    async def _fence(self) -> bool:
+        """True when nobody else has published since our last read of the journal."""
+        foreign = [r for r in await self._journal.drain() if self._own.get(r.seq) != r.ts]
+        if not foreign:
+            return True
+        newest = max(foreign, key=lambda r: r.seq)
+        self.last_seq = max(self.last_seq, newest.seq)
+        spent = max(r.epsilon_spent for r in foreign)
+        if spent > self.accountant.spent:
+            try:
+                self.accountant = _accountant_at_least(self.settings.budget_total, spent)
+            except BudgetExhausted:
+                self._mark_exhausted("another worker spent the budget")
+        self.invalidate()
+        log.warning("another worker published seq %d: this tick is skipped and the journal "
+                    "is re-read", newest.seq)
+        return False
 
     def _mark_exhausted(self, why: str) -> None:
         if not self.exhausted:
@@ -134,6 +328,7 @@ class Releaser:
         self.exhausted = True
         self.metrics.budget_exhausted.set(1)
 
+    # --- releasing ---------------------------------------------------------------------------
     async def count_events(self, n: int) -> None:
         """Called for every partial: release early after release_every_events new events."""
         every = self.settings.release_every_events
@@ -142,14 +337,27 @@ class Releaser:
             await self.release_once()
 
     async def release_once(self) -> Release | None:
+        if self._lock.locked():
+            return None  # a release or a journal read is running: never queue behind it
         async with self._lock:
-            if not self._is_owner():
+            self._ensure_beat()
+            self._check_pause()
+            if not self._is_owner() or time.monotonic() < self._hold_until:
                 return None
-            if not self.synced:
-                await self._sync()
-            if self.exhausted:
+            try:
+                if not self.synced:
+                    await self._sync()
+                    if not self.synced or not self._is_owner():
+                        return None
+                if self.exhausted:
+                    return None
+                return await self._release()
+            except Exception as exc:  # noqa: BLE001 - broker trouble: retry on the next tick
+                self.metrics.broker_errors.inc()
+                self.invalidate()
+                log.error("release tick failed (%s: %s); retrying on the next tick",
+                          type(exc).__name__, exc)
                 return None
-            return await self._release()
 
     async def _release(self) -> Release | None:
         s = self.settings
@@ -161,8 +369,15 @@ class Releaser:
                 self._said_zero_theta = True
             return None
         charge = composition_charge(spread, theta, s.epsilon)
-        # Draw first: a draw that fails (or is refused by the budget below) is never
-        # published, so it costs nothing; a charge is never taken for a release not drawn.
+        if not self.accountant.can_spend(charge):
+            self._mark_exhausted(f"a release would cost {charge:g}")
+            return None
+        producer = await self._get_producer()  # no charge while the broker is unreachable
+        self._check_pause()
+        if time.monotonic() < self._hold_until or not await self._fence():
+            return None
+        # Draw, charge, record the intent, send. A failure before the intent is written costs
+        # nothing (the value was never sent); after it, the seq is burnt and the charge kept.
         value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
         noisy = secure_laplace_release(value, theta, s.grid_log2)
         try:
@@ -177,19 +392,27 @@ class Releaser:
             epsilon_remaining=max(self.accountant.remaining, 0.0),
             pairs=list(s.pairs), rule=s.rule, binding_pair=binding,
         )
+        self._local = LocalState(self.last_seq, self.accountant, record)
         try:
-            producer = await self._get_producer()
+            save_state(self.state_file, self._local)
+        except OSError as exc:
+            log.error("release seq %d not sent: the local budget file could not be written "
+                      "(%s); seq skipped", record.seq, type(exc).__name__)
+            return None
+        self._own[record.seq] = record.ts
+        self.metrics.epsilon_spent.set(record.epsilon_spent)
+        self.metrics.epsilon_remaining.set(record.epsilon_remaining)
+        try:
             await producer.send_and_wait(s.topic_releases, to_bytes(record), partition=0)
         except Exception as exc:  # noqa: BLE001 - broker trouble must not kill the worker
             self.metrics.broker_errors.inc()
+            await self._drop_producer()
             log.error("release seq %d not acknowledged (%s); seq skipped", record.seq,
                       type(exc).__name__)
             return None
         self._events_since_release = 0
         self.metrics.releases.inc()
         self.metrics.theta.set(theta)
-        self.metrics.epsilon_spent.set(record.epsilon_spent)
-        self.metrics.epsilon_remaining.set(record.epsilon_remaining)
         if newest > 0 and math.isfinite(newest):
             self.metrics.release_lag_seconds.observe(max(record.ts - newest, 0.0))
         return record
@@ -198,8 +421,15 @@ class Releaser:
         if self._producer is None:
             producer = AIOKafkaProducer(
                 **self.settings.aiokafka_kwargs(), acks="all", linger_ms=0,
-                request_timeout_ms=15000,
+                request_timeout_ms=SEND_TIMEOUT_MS,
             )
-            await producer.start()
+            try:
+                await _bounded(producer.start(), "release producer start")
+            except BaseException:
+                try:
+                    await asyncio.wait_for(producer.stop(), BROKER_CALL_SECONDS)
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
             self._producer = producer
         return self._producer

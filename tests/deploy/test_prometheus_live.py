@@ -211,7 +211,7 @@ def _produce_population(bootstrap: str, worker: Worker) -> int:
     has not joined is dead-lettered as not_present)."""
     joins = [(u, {"user_id": u, "event": "join", "ts": time.time()}) for u in USERS]
     asyncio.run(produce_json(bootstrap, "membership", joins))
-    _wait_for("the joins", lambda: _consumed(worker, "join") == len(USERS), 60, worker)
+    _wait_for("the joins", lambda: _consumed(worker, "membership") == len(USERS), 60, worker)
     reports = [
         (u, {"user_id": u, "value": v, "report_id": f"{u}-{v}", "ts": time.time()})
         for u in USERS for v in REPORT_VALUES
@@ -224,8 +224,8 @@ KEY_SERIES = {
     "pufferfish_epsilon_remaining": ("pufferfish_epsilon_remaining", ()),
     'pufferfish_events_consumed_total{kind="report"}':
         ("pufferfish_events_consumed_total", (("kind", "report"),)),
-    'pufferfish_events_consumed_total{kind="join"}':
-        ("pufferfish_events_consumed_total", (("kind", "join"),)),
+    'pufferfish_events_consumed_total{kind="membership"}':
+        ("pufferfish_events_consumed_total", (("kind", "membership"),)),
 }
 
 
@@ -261,7 +261,7 @@ def test_prometheus_sees_what_the_worker_exports(
     frozen_at = time.time()
 
     # Independent expectations: what was produced, and the budget arithmetic.
-    assert expected['pufferfish_events_consumed_total{kind="join"}'] == len(USERS)
+    assert expected['pufferfish_events_consumed_total{kind="membership"}'] == len(USERS)
     assert expected['pufferfish_events_consumed_total{kind="report"}'] == reports
     assert expected["pufferfish_epsilon_remaining"] == pytest.approx(
         BUDGET_TOTAL - RELEASES_BEFORE_EXHAUSTION * EPSILON, abs=1e-9)

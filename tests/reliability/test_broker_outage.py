@@ -56,7 +56,7 @@ def test_broker_stopped_and_restarted(tmp_path: Path) -> None:
         wait_ready(worker)
         produce_raw(broker.bootstrap, [(topics.membership, u.encode(), membership(u, "join", 1.0))
                                        for u in USERS])
-        wait_consumed(worker, "join", len(USERS))
+        wait_consumed(worker, "membership", len(USERS))
         produce_raw(broker.bootstrap, [(topics.reports, u.encode(), report(u, i, f"{u}-a", 2.0))
                                        for i, u in enumerate(USERS)])
         life1 = wait_for_records(broker.bootstrap, topics.releases, _sum_is(10), 60,

@@ -100,7 +100,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
     try:
         wait_ready(w1)
         produce_raw(broker.bootstrap, wl.joins(topics))
-        wait_consumed(w1, "join", len(wl.users))
+        wait_consumed(w1, "membership", len(wl.users))
         produce_raw(broker.bootstrap,
                     Workload.encode(topics, first) + Workload.encode(topics, dups_first))
         # Kill while the worker is in the middle of the first batch.
@@ -166,7 +166,7 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
         produce_raw(broker.bootstrap, wl.joins(topics))
 
         def joins_seen() -> bool:
-            got = [w.metric("pufferfish_events_consumed_total", {"kind": "join"}) or 0
+            got = [w.metric("pufferfish_events_consumed_total", {"kind": "membership"}) or 0
                    for w in (wa, wb)]
             return sum(got) >= len(wl.users) and all(g > 0 for g in got)
 
@@ -251,7 +251,7 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
         for w in workers:
             wait_ready(w)
         produce_raw(broker.bootstrap, wl.joins(topics))
-        wait_until(lambda: sum(w.metric("pufferfish_events_consumed_total", {"kind": "join"})
+        wait_until(lambda: sum(w.metric("pufferfish_events_consumed_total", {"kind": "membership"})
                                or 0 for w in workers) >= len(wl.users),
                    60, "joins", 0.5, workers[0])
         produce_raw(broker.bootstrap, Workload.encode(topics, first))

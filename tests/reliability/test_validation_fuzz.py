@@ -83,8 +83,12 @@ def _expected_report_reason(doc: Any) -> set[str | None]:
         return isinstance(x, str) and 1 <= len(x) <= 128
 
     def number(x: Any) -> bool:
-        return (isinstance(x, int | float) and not isinstance(x, bool)
-                and math.isfinite(float(x) if abs(x) < 1e308 else math.inf))
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            return False
+        try:
+            return math.isfinite(float(x))  # 1e308 is a finite float: out_of_domain later
+        except OverflowError:  # an int too large for a float
+            return False
 
     ok = (ident(doc.get("user_id")) and ident(doc.get("report_id")) and number(doc.get("value"))
           and number(doc.get("ts")) and doc["ts"] >= 0)

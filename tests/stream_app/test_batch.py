@@ -140,7 +140,7 @@ def counters(app: PufferfishApp) -> Counter[tuple[str, str]]:
 
 
 def check_same(app: PufferfishApp, oracle: Oracle) -> None:
-    assert dict(app.users) == oracle.table  # type: ignore[arg-type]
+    assert dict(app.users) == oracle.table
     for p, agg in oracle.aggs.items():
         if agg.new_events or agg.sum_units:
             assert agg_view(app.aggregates[p]) == agg_view(agg), p
@@ -188,8 +188,8 @@ def test_a_refused_calibration_rejects_the_same_record_as_before(size: int) -> N
 
     s = settings(auto_join=True)
     app, oracle_app = make_app(s), make_app(s)
-    app.calibrate = refusing(app.calibrate)  # type: ignore[method-assign]
-    oracle_app.calibrate = refusing(oracle_app.calibrate)  # type: ignore[method-assign]
+    app.calibrate = refusing(app.calibrate)
+    oracle_app.calibrate = refusing(oracle_app.calibrate)
     expected = run_and_compare(app, Oracle(oracle_app), workload(seed=3, n=300), size)
     assert expected.count("invalid_schema") >= 20  # refusals happened
     assert expected.count(None) > 100

@@ -39,9 +39,9 @@ def settings(broker: EmbeddedBroker, **kw: object) -> Settings:
     return Settings(**base)  # type: ignore[arg-type]
 
 
-async def _budget_and_restore(broker: EmbeddedBroker) -> None:
+async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
     await create_topics(broker.bootstrap, {"releases": 1})
-    s = settings(broker, budget_total=3.5)
+    s = settings(broker, budget_total=3.5, data_dir=data_dir)
     parts = {0: partial(0, 10, 2.0, 2.0), 1: partial(1, 6, 1.0, 1.0)}  # X = 16 * 0.25 = 4
     m1 = Metrics.create()
     owner = {"yes": True}
@@ -83,13 +83,13 @@ async def _budget_and_restore(broker: EmbeddedBroker) -> None:
         await r3.stop()
 
 
-def test_budget_exhaustion_and_journal_restore(broker: EmbeddedBroker) -> None:
-    asyncio.run(_budget_and_restore(broker))
+def test_budget_exhaustion_and_journal_restore(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_budget_and_restore(broker, tmp_path / "data"))
 
 
-async def _zero_theta_and_every(broker: EmbeddedBroker) -> None:
+async def _zero_theta_and_every(broker: EmbeddedBroker, data_dir: Path) -> None:
     await create_topics(broker.bootstrap, {"releases": 1})
-    s = settings(broker, release_every_events=5)
+    s = settings(broker, release_every_events=5, data_dir=data_dir)
     parts: dict[int, Partial] = {0: partial(0, 4, 0.0, 0.0, None)}
     r = Releaser(s, Metrics.create(), lambda: parts, lambda: True)
     try:
@@ -106,4 +106,4 @@ async def _zero_theta_and_every(broker: EmbeddedBroker) -> None:
 
 
 def test_zero_theta_and_release_every_events(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    asyncio.run(_zero_theta_and_every(broker))
+    asyncio.run(_zero_theta_and_every(broker, tmp_path / "data"))
