@@ -12,9 +12,9 @@ local file is never drawn again.
 Split brain (two workers that both believe they own the release partition, e.g. one frozen past
 the session timeout): two fences, neither a lock.
 - Journal fence: a consumer pinned to the releases partition stays positioned after the last
-  record seen. Right before drawing it is drained briefly (FENCE_DRAIN_MS); any record this
-  worker did not publish means another owner has published: adopt its seq and epsilon_spent,
-  re-read the journal and skip this tick.
+  record seen. Right before drawing, the log end is asked of the broker and the consumer reads
+  up to it (bounded; Journal.drain); any record this worker did not publish means another
+  owner has published: adopt its seq and epsilon_spent, re-read the journal, skip this tick.
 - Pause fence: a heartbeat task notices when the event loop was stalled for more than half the
   session timeout (SIGSTOP, a frozen VM, a long GC). The group may have moved on without us:
   releases are held for a few heartbeat intervals (time to learn of the rebalance) and the
@@ -37,7 +37,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from fractions import Fraction
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
@@ -57,6 +57,8 @@ BROKER_CALL_SECONDS = 10.0  # any single broker call (start, end_offsets, positi
 FENCE_DRAIN_MS = 100
 BEAT_SECONDS = 0.25
 SEND_TIMEOUT_MS = 15000
+# Safety net over a whole tick (journal read + send); a cancelled send burns its seq.
+TICK_LIMIT_SECONDS = JOURNAL_READ_LIMIT_SECONDS + SEND_TIMEOUT_MS / 1000 + 4 * BROKER_CALL_SECONDS
 
 T = TypeVar("T")
 
@@ -65,11 +67,36 @@ class JournalError(RuntimeError):
     """The releases journal could not be read to its end in time."""
 
 
+_abandoned: set[asyncio.Future[Any]] = set()  # referenced until they end
+
+
 async def _bounded(aw: Awaitable[T], what: str, seconds: float = BROKER_CALL_SECONDS) -> T:
+    """Await with a time bound that holds even if the call ignores cancellation.
+
+    asyncio.wait_for waits for the cancelled call to finish; aiokafka's producer send and stop
+    can hang on a dead connection (aio-libs/aiokafka#1101), so a late call is cancelled and
+    left behind instead of awaited.
+    """
+    task = asyncio.ensure_future(aw)
     try:
-        return await asyncio.wait_for(aw, seconds)
-    except TimeoutError:
-        raise JournalError(f"{what}: no answer in {seconds:g} s") from None
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        _abandoned.add(task)
+        task.add_done_callback(_abandoned.discard)
+        raise JournalError(f"{what}: no answer in {seconds:g} s")
+    return task.result()
+
+
+async def _quietly(aw: Awaitable[object], what: str) -> None:
+    """Stop a client that is being dropped: bounded, errors ignored."""
+    try:
+        await _bounded(aw, what)
+    except Exception:  # noqa: BLE001 - it is being dropped anyway
+        pass
 
 
 def _parse(value: bytes | None, offset: int) -> Release | None:
@@ -105,10 +132,7 @@ class Journal:
 
     @staticmethod
     async def _stop(consumer: AIOKafkaConsumer) -> None:
-        try:
-            await asyncio.wait_for(consumer.stop(), BROKER_CALL_SECONDS)
-        except Exception:  # noqa: BLE001 - it is being dropped anyway
-            pass
+        await _quietly(consumer.stop(), "journal consumer stop")
 
     async def close(self) -> None:
         consumer, self._consumer = self._consumer, None
@@ -128,7 +152,7 @@ class Journal:
             out: list[Release] = []
             started = last_data = time.monotonic()
             while True:
-                batch = await consumer.getmany(tp, timeout_ms=200)
+                batch = await _bounded(consumer.getmany(tp, timeout_ms=200), "journal fetch")
                 for rec in batch.get(tp, []):
                     last_data = time.monotonic()
                     release = _parse(rec.value, rec.offset)
@@ -148,17 +172,28 @@ class Journal:
             raise
 
     async def drain(self) -> list[Release]:
-        """Records published since the last read (waits at most about FENCE_DRAIN_MS)."""
+        """Records published since the last read, up to the log end the broker reports now.
+
+        Enough to see any other publisher: tansu's ListOffsets may answer the start of the last
+        batch + 1 instead of the log end (shared broker notes), but even then the first record
+        of every batch, and so of every foreign publication, lies below the reported end.
+        """
         try:
             consumer = await self._get()
+            tp = self.tp
+            end = (await _bounded(consumer.end_offsets([tp]), "journal end offset"))[tp]
             out: list[Release] = []
-            for _ in range(100):  # until one quiet wait (records may arrive in several fetches)
-                batch = await consumer.getmany(self.tp, timeout_ms=FENCE_DRAIN_MS)
-                recs = batch.get(self.tp, [])
-                if not recs:
+            started = time.monotonic()
+            while True:
+                position = await _bounded(consumer.position(tp), "journal position")
+                if position >= end:
                     return out
+                batch = await _bounded(
+                    consumer.getmany(tp, timeout_ms=FENCE_DRAIN_MS), "journal fetch")
+                recs = batch.get(tp, [])
                 out.extend(r for r in (_parse(x.value, x.offset) for x in recs) if r is not None)
-            return out
+                if time.monotonic() - started > JOURNAL_STALL_SECONDS:
+                    raise JournalError(f"releases journal stalled at offset {position} < {end}")
         except BaseException:
             await self.close()
             raise
@@ -236,10 +271,7 @@ class Releaser:
     async def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            try:
-                await asyncio.wait_for(producer.stop(), BROKER_CALL_SECONDS)
-            except Exception:  # noqa: BLE001 - it is being dropped anyway
-                pass
+            await _quietly(producer.stop(), "release producer stop")
 
     # --- pause fence -------------------------------------------------------------------------
     @property
@@ -275,7 +307,7 @@ class Releaser:
         s = self.settings
         seq_journal = max((r.seq for r in records), default=0)
         spent_journal = max((r.epsilon_spent for r in records), default=0.0)
-        local = self._local
+        local = self._local = self._newer(self._local, load_state(self.state_file))
         self.last_seq = max(seq_journal, local.last_seq if local else 0, self.last_seq)
         best = self.accountant
         if local is not None and local.accountant.spent > best.spent:
@@ -303,6 +335,17 @@ class Releaser:
         self.synced = generation == self._generation
         log.info("journal restored: last seq %d, epsilon spent %g (journal: seq %d, spent %g)",
                  self.last_seq, best.spent, seq_journal, spent_journal)
+
+    @staticmethod
+    def _newer(mine: LocalState | None, on_disk: LocalState | None) -> LocalState | None:
+        """The file may have been written by another worker sharing data_dir: keep the max."""
+        if mine is None or on_disk is None:
+            return mine or on_disk
+        if on_disk.accountant.spent > mine.accountant.spent:
+            return LocalState(max(mine.last_seq, on_disk.last_seq), on_disk.accountant,
+                              on_disk.last_release)
+        return LocalState(max(mine.last_seq, on_disk.last_seq), mine.accountant,
+                          mine.last_release)
 
     async def _fence(self) -> bool:
         """True when nobody else has published since our last read of the journal."""
@@ -345,19 +388,22 @@ class Releaser:
             if not self._is_owner() or time.monotonic() < self._hold_until:
                 return None
             try:
-                if not self.synced:
-                    await self._sync()
-                    if not self.synced or not self._is_owner():
-                        return None
-                if self.exhausted:
-                    return None
-                return await self._release()
+                return await _bounded(self._tick(), "release tick", TICK_LIMIT_SECONDS)
             except Exception as exc:  # noqa: BLE001 - broker trouble: retry on the next tick
                 self.metrics.broker_errors.inc()
                 self.invalidate()
                 log.error("release tick failed (%s: %s); retrying on the next tick",
                           type(exc).__name__, exc)
                 return None
+
+    async def _tick(self) -> Release | None:
+        if not self.synced:
+            await self._sync()
+            if not self.synced or not self._is_owner():
+                return None
+        if self.exhausted:
+            return None
+        return await self._release()
 
     async def _release(self) -> Release | None:
         s = self.settings
@@ -400,10 +446,16 @@ class Releaser:
                       "(%s); seq skipped", record.seq, type(exc).__name__)
             return None
         self._own[record.seq] = record.ts
+        for old_seq in [q for q in self._own if q < record.seq - 64]:
+            del self._own[old_seq]  # a re-sent copy of an own record comes right after it
         self.metrics.epsilon_spent.set(record.epsilon_spent)
         self.metrics.epsilon_remaining.set(record.epsilon_remaining)
         try:
-            await producer.send_and_wait(s.topic_releases, to_bytes(record), partition=0)
+            # aiokafka can keep retrying a batch whose connection died: bound the wait too
+            await _bounded(
+                producer.send_and_wait(s.topic_releases, to_bytes(record), partition=0),
+                "release send", SEND_TIMEOUT_MS / 1000 + BROKER_CALL_SECONDS,
+            )
         except Exception as exc:  # noqa: BLE001 - broker trouble must not kill the worker
             self.metrics.broker_errors.inc()
             await self._drop_producer()
@@ -426,10 +478,7 @@ class Releaser:
             try:
                 await _bounded(producer.start(), "release producer start")
             except BaseException:
-                try:
-                    await asyncio.wait_for(producer.stop(), BROKER_CALL_SECONDS)
-                except Exception:  # noqa: BLE001
-                    pass
+                await _quietly(producer.stop(), "release producer stop")
                 raise
             self._producer = producer
         return self._producer

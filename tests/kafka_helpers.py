@@ -51,6 +51,43 @@ async def consume_all(
     return records
 
 
+async def read_to_end(
+    bootstrap: str, topic: str, timeout: float = 60.0, quiet: float = 0.5
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of `topic`, read until each partition reaches the end offsets taken at the
+    start AND nothing new arrived for `quiet` seconds (a time-only read can stop short under
+    load). Raises TimeoutError instead of returning a partial read."""
+    partitions = (await topic_partitions(bootstrap)).get(topic, 0)
+    if not partitions:
+        return []
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    records: list[ConsumerRecord[bytes, bytes]] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        deadline = time.monotonic() + timeout
+        last_data = time.monotonic()
+        while True:
+            batch = await consumer.getmany(timeout_ms=200)
+            for part in batch.values():
+                records.extend(part)
+                last_data = time.monotonic()
+            positions = [await consumer.position(tp) for tp in tps]
+            caught_up = all(pos >= ends[tp] for pos, tp in zip(positions, tps, strict=True))
+            if caught_up and time.monotonic() - last_data >= quiet:
+                return records
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: not read to its end in {timeout:g} s")
+    finally:
+        await consumer.stop()
+
+
 def json_values(records: Iterable[ConsumerRecord[bytes, bytes]]) -> list[Any]:
     return [json.loads(r.value) for r in records if r.value is not None]
 

@@ -24,7 +24,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from stream_app.broker import create_topics, free_port
-from tests.kafka_helpers import consume_all
+from tests.kafka_helpers import consume_all, read_to_end
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -357,7 +357,8 @@ def laplace_bound(theta: float, tail: float = 1e-9) -> float:
 # ---- observing state without touching the product -----------------------------------------
 
 async def _read_keyed(bootstrap: str, topic: str, timeout: float) -> list[tuple[Any, Any]]:
-    records = await consume_all(bootstrap, topic, timeout)
+    # to the end offsets, not for a fixed time: a timed read stops short under load
+    records = await read_to_end(bootstrap, topic, timeout=max(timeout, 60.0))
     out = []
     for r in records:
         key = json.loads(r.key) if r.key else None

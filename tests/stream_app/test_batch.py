@@ -72,7 +72,7 @@ class Oracle:
                 kind = "report"
             else:
                 item = parse_membership(raw, s.max_payload_bytes)
-                kind = item.event
+                kind = "membership"
             check_key(key, item.user_id)
             d = self.table.get(item.user_id)
             old = UserState.from_json(d) if d is not None else None
