@@ -88,6 +88,10 @@ async def _bounded(aw: Awaitable[T], what: str, seconds: float = BROKER_CALL_SEC
         _abandoned.add(task)
         task.add_done_callback(_abandoned.discard)
         raise JournalError(f"{what}: no answer in {seconds:g} s")
+    if task.cancelled():
+        # aiokafka cancels its own futures when a connection dies; escaping as CancelledError,
+        # that would end the Faust timer task for good (the release stall after a broker restart)
+        raise JournalError(f"{what}: cancelled inside the Kafka client")
     return task.result()
 
 
