@@ -13,6 +13,21 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from stream_app.broker import topic_partitions
 
 
+async def _from_the_start(
+    bootstrap: str, topic: str, partitions: int
+) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+    """A started group-less consumer assigned to every partition, at the start of each."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    return consumer, tps
+
+
 async def consume_all(
     bootstrap: str, topic: str, timeout: float, min_count: int | None = None
 ) -> list[ConsumerRecord[bytes, bytes]]:
@@ -29,16 +44,9 @@ async def consume_all(
             if time.monotonic() > deadline:
                 return []
             await asyncio.sleep(0.1)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
+    consumer, tps = await _from_the_start(bootstrap, topic, partitions)
     records: list[ConsumerRecord[bytes, bytes]] = []
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
         while min_count is None or len(records) < min_count:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -60,16 +68,9 @@ async def read_to_end(
     partitions = (await topic_partitions(bootstrap)).get(topic, 0)
     if not partitions:
         return []
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
+    consumer, tps = await _from_the_start(bootstrap, topic, partitions)
     records: list[ConsumerRecord[bytes, bytes]] = []
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         deadline = time.monotonic() + timeout
         last_data = time.monotonic()
