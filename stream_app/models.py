@@ -99,10 +99,11 @@ def _decode(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
         # Python's json accepts NaN/Infinity literals: let them through so they are
         # classified as non_finite_value, not as malformed JSON.
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, RecursionError, ValueError):
+        # ValueError covers JSONDecodeError and integer literals beyond Python's digit limit
         raise Rejected("malformed_json") from None
-    if not isinstance(doc, dict):
-        raise Rejected("malformed_json")
+    if not isinstance(doc, dict):  # it parsed, but it is not a record object
+        raise Rejected("invalid_schema")
     for name in ("value", "ts"):
         v = doc.get(name)
         if isinstance(v, float) and not math.isfinite(v):

@@ -71,9 +71,8 @@ def test_arbitrary_bytes_are_accepted_or_rejected_never_raise(raw: bytes) -> Non
 def _expected_report_reason(doc: Any) -> set[str | None]:
     """Acceptable outcomes for a JSON document sent as a report (oracle from the design)."""
     if not isinstance(doc, dict):
-        # Well-formed JSON that is not an object: design says invalid_schema; the product
-        # calls it malformed_json. Both are in the documented list; accept either.
-        return {"invalid_schema", "malformed_json"}
+        # Well-formed JSON that is not an object: it parsed, so invalid_schema.
+        return {"invalid_schema"}
     for name in ("value", "ts"):
         v = doc.get(name)
         if isinstance(v, float) and not math.isfinite(v):
@@ -142,11 +141,6 @@ def test_key_must_equal_user_id(key: bytes | None, user: str) -> None:
     assert accepted == (key == user.encode())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lead decides: models._decode lets Python's int-digit-limit ValueError escape (only "
-    "JSONDecodeError/UnicodeDecodeError/RecursionError are caught); app._process now catches "
-    "any exception and dead-letters it as invalid_schema with an ERROR log, so the worker "
-    "survives -- catching ValueError in _decode would give malformed_json without the error log"))
 @pytest.mark.parametrize("digits", [4301, 20000])
 def test_integer_literal_beyond_python_digit_limit_is_rejected_not_raised(digits: int) -> None:
     """Python refuses int(str) beyond 4300 digits with a plain ValueError (not JSONDecodeError).
@@ -219,9 +213,6 @@ def test_user_state_follows_an_independent_model(events: list[tuple[str, Any]]) 
             assert state.contribution_units == (int(last_value * 1024) if present else 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lead decides: well-formed JSON that is not an object is reported as malformed_json; "
-    "invalid_schema would tell operators the bytes parsed (design.md gives no mapping)"))
 @pytest.mark.parametrize("raw", [b"[1, 2]", b"42", b'"text"', b"null"])
 def test_valid_json_that_is_not_an_object_is_invalid_schema(raw: bytes) -> None:
     assert _classify(parse_report, raw) == "invalid_schema"

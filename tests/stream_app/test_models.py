@@ -31,7 +31,7 @@ GOOD = {"user_id": "u1", "value": 1.5, "report_id": "r1", "ts": 10.0}
     [
         (b"{not json", "malformed_json"),
         (b"\xff\xfe", "malformed_json"),
-        (b"[1, 2]", "malformed_json"),
+        (b"[1, 2]", "invalid_schema"),
         (None, "malformed_json"),
         (b'{"user_id": "u1", "value": NaN, "report_id": "r", "ts": 1}', "non_finite_value"),
         (b'{"user_id": "u1", "value": Infinity, "report_id": "r", "ts": 1}', "non_finite_value"),
