@@ -5,15 +5,18 @@ No Docker engine runs here: deploy files are checked statically.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from stream_app.metrics import METRIC_NAMES, Metrics
+from stream_app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -104,3 +107,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def settings_from_env(env: dict[str, Any]) -> Settings:
+    """The worker's Settings as a deployment's PUFFERFISH_* environment would give them (only
+    that environment: any PUFFERFISH_* of the test process is hidden); every name a field."""
+    assert all(k.startswith("PUFFERFISH_") for k in env)
+    fields = {k.removeprefix("PUFFERFISH_").lower() for k in env}
+    assert fields <= set(Settings.model_fields), fields - set(Settings.model_fields)
+    with pytest.MonkeyPatch.context() as mp:
+        for key in list(os.environ):
+            if key.startswith("PUFFERFISH_"):
+                mp.delenv(key)
+        for key, value in env.items():
+            mp.setenv(key, str(value))
+        return Settings()

@@ -7,7 +7,6 @@ see COMPOSE_SPEC_NOTICE.md).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -17,7 +16,7 @@ import jsonschema
 import pytest
 
 from stream_app.settings import Settings
-from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml
+from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml, settings_from_env
 
 SCHEMA = Path(__file__).with_name("compose_spec.json")
 LONG_RUNNING = ("kafka", "worker", "prometheus", "grafana")
@@ -120,15 +119,7 @@ def test_init_service_creates_the_topics_the_app_expects(compose: dict[str, Any]
 def _worker_settings(compose: dict[str, Any]) -> Settings:
     env = compose["services"]["worker"]["environment"]
     assert all(k.startswith("PUFFERFISH_") for k in env)
-    fields = {k.removeprefix("PUFFERFISH_").lower() for k in env}
-    assert fields <= set(Settings.model_fields), fields - set(Settings.model_fields)
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PUFFERFISH_"):
-                mp.delenv(key)
-        for key, value in env.items():
-            mp.setenv(key, str(value))
-        return Settings()
+    return settings_from_env(env)
 
 
 def test_worker_environment_is_a_valid_configuration(compose: dict[str, Any]) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
-from stream_app.settings import Settings
-from tests.deploy.support import K8S, load_yaml_documents
+from tests.deploy.support import K8S, load_yaml_documents, settings_from_env
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +87,7 @@ def test_configmap_plus_secret_is_a_valid_configuration(objects: Any) -> None:
             env.update(objects[("ConfigMap", entry["configMapRef"]["name"])]["data"])
         else:
             env.update(objects[("Secret", entry["secretRef"]["name"])]["stringData"])
-    fields = {k.removeprefix("PUFFERFISH_").lower() for k in env}
-    assert fields <= set(Settings.model_fields), fields - set(Settings.model_fields)
-    with pytest.MonkeyPatch.context() as mp:
-        for key in list(os.environ):
-            if key.startswith("PUFFERFISH_"):
-                mp.delenv(key)
-        for key, value in env.items():
-            mp.setenv(key, str(value))
-        settings = Settings()
+    settings = settings_from_env(env)
     assert settings.broker_security_protocol == "SASL_SSL"
     assert settings.metrics_port == _container(_workers(objects))["ports"][0]["containerPort"]
     # The CA file the Secret names lies inside the mounted TLS secret volume.
