@@ -6,8 +6,6 @@ Each returns a ``Calibration``; theta = 0 means the pair needs no noise.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 from scipy.optimize import brentq
@@ -15,23 +13,11 @@ from scipy.optimize import brentq
 from core import _validate
 from core._validate import FloatArray
 from core.auditor import PairAuditor
-from core.distribution import Distribution, point_zero
-from core.errors import PufferfishInputError
+from core.distribution import Distribution
 from core.kantorovich import plan_spread
+from core.policy import Calibration
 
-_T = TypeVar("_T")
 _BRENT_RTOL = 4.0 * float(np.finfo(np.float64).eps)
-
-
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    """A noise scale and where it came from (``pair`` names the secret pair kind)."""
-
-    theta: float
-    epsilon: float
-    rule: str
-    pair: str
-    theorem: str
 
 
 def value_change(a: float, b: float, eps: float) -> Calibration:
@@ -244,28 +230,3 @@ def _passing_upper(auditor: PairAuditor, theta: float, eps: float) -> tuple[floa
             return theta, loss
         theta *= 1.0 + 1e-12 * 4.0**step
     raise ArithmeticError("exact: no passing upper bracket found")  # pragma: no cover
-
-
-def user_pair(
-    kind: str,
-    a: float | None = None,
-    b: float | None = None,
-    P: Distribution | None = None,  # noqa: N803 - the paper's names
-    Q: Distribution | None = None,  # noqa: N803
-) -> tuple[Distribution, Distribution]:
-    """User i's own pair for a secret pair kind: (d_a, d_b), (d_a, d_0), (P, d_0) or (P, Q)."""
-    if kind == "value_change":
-        return Distribution.point(_need(a, "a")), Distribution.point(_need(b, "b"))
-    if kind == "value_presence":
-        return Distribution.point(_need(a, "a")), point_zero()
-    if kind == "distribution_presence":
-        return _need(P, "P"), point_zero()
-    if kind == "distribution_change":
-        return _need(P, "P"), _need(Q, "Q")
-    raise PufferfishInputError("kind", f"unknown pair kind {kind!r}")
-
-
-def _need(value: _T | None, field: str) -> _T:
-    if value is None:
-        raise PufferfishInputError(field, "is required for this pair kind")
-    return value

@@ -18,40 +18,35 @@ for every population of other users (ERRATA, "A user-local exact calibration").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from core import _validate
+from core import _validate, policy
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
 from core.errors import PufferfishInputError
+from core.policy import PairKind, Rule
 
-if TYPE_CHECKING:
-    from core.calibrators import Calibration
-
-DEFAULT_RULE = "exact"
+DEFAULT_RULE = Rule.EXACT
+PRIORS = "priors"  # two priors of X itself (not a user's pair): only the generic rules
 
 # Fields each pair requires; "rest" is accepted only where a rule needs it.
 PAIR_FIELDS: dict[str, tuple[str, ...]] = {
-    "value_change": ("a", "b"),
-    "value_presence": ("a",),
-    "distribution_presence": ("P",),
-    "distribution_change": ("P", "Q"),
-    "priors": ("P", "Q"),
+    PairKind.VALUE_CHANGE: ("a", "b"),
+    PairKind.VALUE_PRESENCE: ("a",),
+    PairKind.DISTRIBUTION_PRESENCE: ("P",),
+    PairKind.DISTRIBUTION_CHANGE: ("P", "Q"),
+    PRIORS: ("P", "Q"),
 }
 
-PAIR_RULES: dict[str, tuple[str, ...]] = {
-    "value_change": ("bound", "kantorovich", "exact"),
-    "value_presence": ("bound", "kantorovich", "exact"),
-    "distribution_presence": ("bound", "relaxed", "kantorovich", "exact"),
-    "distribution_change": ("bound", "binary", "relaxed", "kantorovich", "exact"),
-    "priors": ("kantorovich", "exact"),
-}
+RULES_NEEDING_REST = {(PairKind.DISTRIBUTION_CHANGE, Rule.RELAXED)}
+BERNOULLI_RULES = {(PairKind.DISTRIBUTION_CHANGE, Rule.RELAXED),
+                   (PairKind.DISTRIBUTION_CHANGE, Rule.BINARY)}
 
-ALL_RULES = ("bound", "relaxed", "exact", "kantorovich", "binary")
 
-RULES_NEEDING_REST = {("distribution_change", "relaxed")}
+def _kind(pair: str) -> PairKind | None:
+    return None if pair == PRIORS else PairKind(pair)
 
 
 @dataclass(frozen=True)
@@ -59,7 +54,7 @@ class SecretSpec:
     """A validated spec: ``first``/``second`` are the two priors of the user's own pair."""
 
     pair: str
-    rule: str
+    rule: Rule
     first: Distribution
     second: Distribution
     a: float | None = None
@@ -97,12 +92,15 @@ def parse_spec(spec: object) -> SecretSpec:
     if "pair" not in spec:
         raise PufferfishInputError("pair", "is missing")
     pair = _choice(spec, "pair", tuple(PAIR_FIELDS))
-    rule = DEFAULT_RULE if spec.get("rule") is None else _choice(spec, "rule", ALL_RULES)
-    if rule not in PAIR_RULES[pair]:
+    kind = _kind(pair)
+    rule = DEFAULT_RULE if spec.get("rule") is None else policy.rule(spec["rule"])
+    allowed = policy.rules_for(kind)
+    if rule not in allowed:
         raise PufferfishInputError(
-            "rule", f"{rule!r} does not apply to {pair}; use one of {', '.join(PAIR_RULES[pair])}"
+            "rule", f"{rule.value!r} does not apply to {pair}; use one of "
+            f"{', '.join(r.value for r in allowed)}"
         )
-    needs_rest = (pair, rule) in RULES_NEEDING_REST
+    needs_rest = (kind, rule) in RULES_NEEDING_REST
     known = {"pair", "rule", *PAIR_FIELDS[pair], *(("rest",) if needs_rest else ())}
     extra = sorted(set(spec) - known)
     if extra:
@@ -116,19 +114,19 @@ def parse_spec(spec: object) -> SecretSpec:
         if field not in spec:
             raise PufferfishInputError(field, f"is required for {pair}/{rule}")
 
-    if pair in ("value_change", "value_presence"):
+    if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE):
         a = _validate.real(spec["a"], "a")
-        if pair == "value_presence":
+        if kind is PairKind.VALUE_PRESENCE:
             return SecretSpec(pair, rule, Distribution.point(a), point_zero(), a=a)
         b = _validate.real(spec["b"], "b")
         if a == b:
             raise PufferfishInputError("b", "must differ from a")
         return SecretSpec(pair, rule, Distribution.point(a), Distribution.point(b), a=a, b=b)
     p = _distribution(spec, "P")
-    if pair == "distribution_presence":
+    if kind is PairKind.DISTRIBUTION_PRESENCE:
         return SecretSpec(pair, rule, p, point_zero())
     q = _distribution(spec, "Q")
-    if rule in ("binary", "relaxed"):
+    if (kind, rule) in BERNOULLI_RULES:
         for name, dist in (("P", p), ("Q", q)):
             if not dist.is_bernoulli():
                 raise PufferfishInputError(
@@ -138,50 +136,18 @@ def parse_spec(spec: object) -> SecretSpec:
     return SecretSpec(pair, rule, p, q, rest=rest)
 
 
-def _calibrator(parsed: SecretSpec) -> Callable[[float], Calibration]:
-    # Imported here: calibrators pulls in scipy (~0.5 s), which a rejected spec never needs.
-    from core import calibrators
-
-    first, second = parsed.first, parsed.second
-    pair, rule = parsed.pair, parsed.rule
-    if rule == "exact":
-        return lambda eps: calibrators.exact(first, second, eps)
-    if rule == "kantorovich":
-        return lambda eps: calibrators.kantorovich(first, second, eps)
-    if pair in ("value_change", "value_presence"):
-        assert parsed.a is not None
-        a: float = parsed.a
-        if pair == "value_presence":
-            return lambda eps: calibrators.value_presence(a, eps)
-        assert parsed.b is not None
-        b: float = parsed.b
-        return lambda eps: calibrators.value_change(a, b, eps)
-    if pair == "distribution_presence":
-        if rule == "bound":
-            return lambda eps: calibrators.distribution_presence_bound(first, eps)
-        if first.is_bernoulli():
-            p = first.bernoulli_p()
-            return lambda eps: calibrators.distribution_presence_bernoulli(p, eps)
-        return lambda eps: calibrators.distribution_presence_relaxed(first, eps)
-    if rule == "bound":
-        return lambda eps: calibrators.distribution_change_thm4(first, second, eps)
-    if rule == "binary":
-        return lambda eps: calibrators.distribution_change_binary(first, second, eps)
-    rest = parsed.rest
-    assert rest is not None
-    return lambda eps: calibrators.distribution_change_binary_relaxed(first, second, rest, eps)
-
-
 def calibrate_spec(spec: object, epsilon: float) -> dict[str, Any]:
     """theta for the spec at epsilon, with the exact audited loss of that theta."""
     eps = _validate.epsilon(epsilon)
     parsed = parse_spec(spec)
-    calibration = _calibrator(parsed)(eps)
+    calibration = policy.calibrate(
+        _kind(parsed.pair), parsed.rule, parsed.first, parsed.second, eps, parsed.rest
+    )
     if not math.isfinite(calibration.theta):
         raise PufferfishInputError("theta", f"{parsed.pair}/{parsed.rule} gives no finite theta")
     result: dict[str, Any] = {
         "pair": parsed.pair,
-        "rule": parsed.rule,
+        "rule": parsed.rule.value,
         "theorem": calibration.theorem,
         "epsilon": eps,
         "theta": calibration.theta,

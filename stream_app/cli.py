@@ -1,7 +1,7 @@
 """The ``pufferfish`` command line (also ``python -m stream_app``).
 
 ``calibrate`` and ``audit`` run here on core.spec (no Faust import: they must start fast);
-``run``, ``demo`` and ``reproduce`` forward the rest of argv to their module's ``main(argv)``,
+``run``, ``plan``, ``demo`` and ``reproduce`` forward the rest of argv to their module's ``main(argv)``,
 imported lazily. Every input error is ONE line on stderr, exit status 2, never a traceback.
 """
 
@@ -23,6 +23,7 @@ EXIT_ENVIRONMENT_ERROR = 1
 
 FORWARDED: dict[str, tuple[str, str]] = {
     "run": ("stream_app.runner", "run the streaming service"),
+    "plan": ("stream_app.planning", "theta, charge and budget lifetime of a configuration"),
     "demo": ("stream_app.demo", "run the end-to-end demo on an embedded broker"),
     "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
 }

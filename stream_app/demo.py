@@ -31,6 +31,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_app.broker import BrokerError, EmbeddedBroker, create_topics, free_port
+from stream_app.runner import wanted_topics
 
 PROG = "pufferfish"
 DOMAIN = tuple(float(v) for v in range(1, 17))  # adult education-num: 1..16
@@ -152,6 +153,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, default=1.0, help="privacy loss per release")
     p.add_argument("--budget", type=float, default=50.0, help="total privacy budget")
     p.add_argument("--release-period", type=float, default=5.0, help="seconds between releases")
+    p.add_argument("--learn-period", type=float, default=10.0,
+                   help="seconds between learning rounds (DP estimate of the group's law)")
+    p.add_argument("--epsilon-learn", type=float, default=0.5,
+                   help="privacy loss per learning round")
     p.add_argument(
         "--metrics-port", type=int, default=9102, help="worker /metrics port on 127.0.0.1 (0: free)"
     )
@@ -162,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> None:
     positive = {
         "users": args.users, "rate": args.rate, "epsilon": args.epsilon, "budget": args.budget,
-        "release-period": args.release_period,
+        "release-period": args.release_period, "learn-period": args.learn_period,
+        "epsilon-learn": args.epsilon_learn,
     }
     if args.duration is not None:
         positive["duration"] = args.duration
@@ -214,6 +220,7 @@ class _Demo:
         self.metrics_url = ""
         self.sent = 0
         self.releases = 0
+        self.rounds = 0
         self.budget_announced = False
         self.failed = False
         self.metrics: dict[str, float] = {}
@@ -240,7 +247,7 @@ class _Demo:
         _say(
             f"stopped: sent {self.sent} events in {elapsed:.1f} s "
             f"({self.sent / max(elapsed, 1e-9):.0f} events/s), worker took in {self.processed}, "
-            f"{self.releases} releases seen"
+            f"{self.releases} releases and {self.rounds} learning-round records seen"
         )
         if self.failed:
             _say(f"logs kept in {self.workdir}")
@@ -271,6 +278,9 @@ class _Demo:
             epsilon=self.args.epsilon,
             budget_total=self.args.budget,
             release_period_seconds=self.args.release_period,
+            prior_source="learned",
+            learn_period_seconds=self.args.learn_period,
+            epsilon_learn=self.args.epsilon_learn,
             metrics_host="127.0.0.1",
             metrics_port=metrics_port,
             web_port=None,
@@ -282,13 +292,7 @@ class _Demo:
             broker_rebalance_timeout=6,
             broker_heartbeat_interval=1,
         )
-        await create_topics(broker.bootstrap, {
-            settings.topic_reports: settings.input_partitions,
-            settings.topic_membership: settings.input_partitions,
-            settings.topic_releases: 1,
-            settings.topic_deadletter: 1,
-            settings.topic_partials: 1,
-        })
+        await create_topics(broker.bootstrap, wanted_topics(settings))
         self._start_worker(settings)
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         _say(f"metrics: {self.metrics_url}")
@@ -398,12 +402,16 @@ class _Demo:
                                     enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
         try:
-            consumer.assign([TopicPartition(settings.topic_releases, 0)])
+            consumer.assign([TopicPartition(settings.topic_releases, 0),
+                             TopicPartition(settings.topic_priors, 0)])
             while not self.stop.is_set():
                 batch = await consumer.getmany(timeout_ms=500)
-                for records in batch.values():
+                for tp, records in batch.items():
                     for record in records:
-                        self._print_release(record.value)
+                        if tp.topic == settings.topic_priors:
+                            self._print_round(record.value)
+                        else:
+                            self._print_release(record.value)
         finally:
             await consumer.stop()
 
@@ -412,13 +420,25 @@ class _Demo:
             r = json.loads(raw or b"")
             line = (
                 f"release seq={int(r['seq'])} theta={float(r['theta']):.4f} "
-                f"noisy_sum={float(r['noisy_sum']):.2f} "
+                f"noisy_sum={float(r['noisy_sum']):.2f} priors_seq={int(r['priors_seq'])} "
                 f"epsilon_left={float(r['epsilon_remaining']):.4f}"
             )
         except (ValueError, KeyError, TypeError):
             _say("release: (unreadable record skipped)")
             return
         self.releases += 1
+        _say(line)
+
+    def _print_round(self, raw: bytes | None) -> None:
+        try:
+            r = json.loads(raw or b"")
+            law = ", ".join(f"{x:g}:{p:.3f}" for x, p in zip(r["support"], r["probs"], strict=True))
+            line = (f"learning round seq={int(r['seq'])} group={r['group']} "
+                    f"epsilon_learn={float(r['epsilon_learn']):g} law={{{law}}}")
+        except (ValueError, KeyError, TypeError):
+            _say("learning round: (unreadable record skipped)")
+            return
+        self.rounds += 1
         _say(line)
 
     async def _poll_metrics(self) -> None:

@@ -34,6 +34,8 @@ METRIC_NAMES = (
     "pufferfish_recalibration_seconds",
     "pufferfish_release_lag_seconds",
     "pufferfish_broker_errors_total",
+    "pufferfish_learning_rounds_total",
+    "pufferfish_priors_seq",
 )
 
 
@@ -52,6 +54,8 @@ class Metrics:
     recalibration_seconds: Histogram
     release_lag_seconds: Histogram
     broker_errors: Counter
+    learning_rounds: Counter
+    priors_seq: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -79,8 +83,8 @@ class Metrics:
             ),
             recalibration_seconds=Histogram(
                 "pufferfish_recalibration_seconds",
-                "Time to recompute one user's theta_i and the global max",
-                buckets=(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1),
+                "Time to recompute theta from the public laws (start-up, each learning round)",
+                buckets=(1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5),
                 registry=reg,
             ),
             release_lag_seconds=Histogram(
@@ -91,6 +95,14 @@ class Metrics:
             ),
             broker_errors=Counter(
                 "pufferfish_broker_errors", "Errors talking to the broker", registry=reg
+            ),
+            learning_rounds=Counter(
+                "pufferfish_learning_rounds", "DP learning rounds published to the priors topic",
+                registry=reg,
+            ),
+            priors_seq=Gauge(
+                "pufferfish_priors_seq", "Learning round whose laws calibrate theta (0: settings)",
+                registry=reg,
             ),
         )
         for kind in EVENT_KINDS:

@@ -48,6 +48,21 @@ class Release(_Wire):
     pairs: list[str]
     rule: str
     binding_pair: str | None = None
+    binding_group: str | None = None
+    priors_seq: int = Field(default=0, ge=0)  # the learning round theta was calibrated on
+    charge: float = Field(default=0.0, ge=0)  # epsilon this release spent
+
+
+class PriorsRecord(_Wire):
+    """One group's law in one learning round (topic ``priors``; seq 0 = the settings' laws)."""
+
+    seq: int = Field(ge=1)
+    ts: float
+    group: str
+    support: list[float]
+    probs: list[float]
+    epsilon_learn: float = Field(gt=0)
+    epsilon_spent: float = Field(ge=0)  # the accountant after this round's charge
 
 
 class DeadLetter(_Wire):
@@ -58,15 +73,16 @@ class DeadLetter(_Wire):
 
 
 class Partial(_Wire):
-    """One input partition's aggregate (internal topic). sum_units: exact sum in grid units."""
+    """One input partition's aggregate (internal topic). sum_units: exact sum in grid units.
+
+    group_units: per group, the sum of its present members' normalised histograms
+    (core.learning.user_share units) -- the statistic the learning rounds add noise to.
+    """
 
     partition: int = Field(ge=0)
     sum_units: int
-    theta: float = Field(ge=0)
-    spread: float = Field(ge=0)
-    binding_pair: str | None = None
+    group_units: dict[str, list[int]] = Field(default_factory=dict)
     newest_ts: float = 0.0
-    new_events: int = Field(default=0, ge=0)
 
 
 class Rejected(Exception):

@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
-import re
 import sys
 import time
 from collections.abc import Sequence
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
 from core.errors import PufferfishInputError
 from stream_app import log_safety
-from stream_app.settings import CONFIG_FILE_ENV, Settings
+from stream_app.settings import Settings, load_settings
 
 log = logging.getLogger("stream_app.runner")
 
@@ -36,8 +31,8 @@ class TopicSetupError(RuntimeError):
 
 
 def topic_configs(settings: Settings, name: str) -> dict[str, str]:
-    """The releases topic is the budget journal: it must never expire or be compacted away."""
-    if name == settings.topic_releases:
+    """The releases and priors topics are journals: they must never expire or be compacted."""
+    if name in (settings.topic_releases, settings.topic_priors):
         return {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
     return {}
 
@@ -48,6 +43,7 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         settings.topic_membership: settings.input_partitions,
         settings.topic_partials: 1,
         settings.topic_releases: 1,
+        settings.topic_priors: 1,
         settings.topic_deadletter: 1,
     }
 
@@ -105,8 +101,8 @@ def run_worker(settings: Settings) -> None:
     """Run one worker until SIGTERM/SIGINT (blocking)."""
     import faust
 
-    from stream_app.app import PufferfishApp
     from stream_app.metrics import Metrics
+    from stream_app.worker import PufferfishApp
 
     log_safety.install()
     logging.basicConfig(
@@ -135,14 +131,6 @@ def _error(message: str) -> int:
     return 2
 
 
-def _validation_message(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err.get("loc", ())) or "settings"
-    msg = str(err.get("msg", "invalid"))
-    msg = msg.removeprefix("Value error, ")
-    return msg if not err.get("loc") and ":" in msg else f"{field}: {msg}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="pufferfish run",
@@ -151,24 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
     parser.add_argument("--broker", help="broker URL, e.g. kafka://localhost:9092")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    if args.config:
-        if not os.path.isfile(args.config):
-            return _error(f"config: no such file: {args.config}")
-        os.environ[CONFIG_FILE_ENV] = args.config
-    overrides = {"broker": args.broker} if args.broker else {}
     try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        return _error(_validation_message(exc))
-    except json.JSONDecodeError as exc:
-        return _error(f"config: not valid JSON ({exc.msg}, line {exc.lineno})")
-    except SettingsError as exc:
-        found = re.search(r'field "([^"]+)"', str(exc))
-        field = found.group(1) if found else "settings"
-        return _error(f"{field}: cannot parse the value (lists and objects are JSON)")
-    except (PufferfishInputError, ValueError) as exc:
-        return _error(str(exc))
-    try:
+        settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
         run_worker(settings)
     except (PufferfishInputError, TopicSetupError) as exc:
         return _error(str(exc))

@@ -6,25 +6,33 @@ are ``SecretStr``: they print as ``**********`` and are never logged.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
+from core.errors import PufferfishInputError
 from core.noise import grid_contains
+from core.policy import STREAM_RULES, PairKind, Rule
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
-
-PairName = Literal["value_change", "value_presence", "distribution_presence", "distribution_change"]
+REMOVED = {
+    "release_every_events": "removed: releases happen on the public clock only "
+    "(release_period_seconds); an event-count trigger would publish event counts",
+}
 
 
 class Settings(BaseSettings):
@@ -49,6 +57,7 @@ class Settings(BaseSettings):
     topic_releases: str = Field(default="releases", min_length=1)
     topic_deadletter: str = Field(default="deadletter", min_length=1)
     topic_partials: str = Field(default="pufferfish-partials", min_length=1)
+    topic_priors: str = Field(default="priors", min_length=1)
     input_partitions: int = Field(default=4, ge=1, le=1024)
 
     # --- privacy --------------------------------------------------------------------------
@@ -56,11 +65,20 @@ class Settings(BaseSettings):
     epsilon: float = Field(default=1.0, gt=0)
     budget_total: float = Field(default=100.0, gt=0)
     release_period_seconds: float = Field(default=10.0, gt=0, le=86400)
-    release_every_events: int | None = Field(default=None, ge=1)
-    pairs: tuple[PairName, ...] = ("distribution_presence",)
-    rule: str = Field(default="exact", min_length=1, max_length=64)
+    pairs: tuple[PairKind, ...] = (PairKind.DISTRIBUTION_PRESENCE,)
+    rule: Rule = Rule.EXACT
     prior_source: Literal["learned", "declared"] = "learned"
     priors_file: Path | None = None
+    # Configured groups (besides those of priors_file); a join without a group goes to
+    # default_group (default: the only configured group, if there is just one).
+    groups: tuple[str, ...] = ()
+    default_group: str | None = Field(default=None, min_length=1, max_length=128)
+    # Learned priors (prior_source=learned): a user-level DP histogram per group every
+    # learn_period_seconds, charged epsilon_learn on the same budget (docs/privacy.md).
+    epsilon_learn: float = Field(default=0.1, gt=0)
+    learn_period_seconds: float = Field(default=60.0, gt=0, le=86400 * 366)
+    prior_floor: float = Field(default=0.05, ge=0, le=1)  # alpha: uniform weight mixed in
+    learn_min_mass: float = Field(default=10.0, ge=0)  # noisy group mass (users) to re-learn
     auto_join: bool = False
     # A report id is recognised as a duplicate while it is among the user's last
     # `dedup_window` accepted report ids (the per-user state holds at most that many ids).
@@ -109,13 +127,20 @@ class Settings(BaseSettings):
             return None
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, why in REMOVED.items():
+                if name in data:
+                    raise ValueError(f"{name}: {why}")
+        return data
+
     @field_validator("rule")
     @classmethod
-    def _known_rule(cls, v: str) -> str:
-        from core.user_theta import RULES
-
-        if v not in RULES:
-            raise ValueError(f"must be one of {', '.join(RULES)}")
+    def _stream_rule(cls, v: Rule) -> Rule:
+        if v not in STREAM_RULES:
+            raise ValueError(f"must be one of {', '.join(r.value for r in STREAM_RULES)}")
         return v
 
     @field_validator("domain")
@@ -129,7 +154,10 @@ class Settings(BaseSettings):
             raise ValueError("values must be distinct")
         return tuple(sorted(v))
 
-    @field_validator("epsilon", "budget_total", "release_period_seconds")
+    @field_validator(
+        "epsilon", "budget_total", "release_period_seconds", "epsilon_learn",
+        "learn_period_seconds", "prior_floor", "learn_min_mass",
+    )
     @classmethod
     def _finite(cls, v: float) -> float:
         if not math.isfinite(v):
@@ -158,11 +186,8 @@ class Settings(BaseSettings):
                 f"domain: every value must be a multiple of the noise grid 2**{self.grid_log2}"
                 " (use a finer grid: a lower grid_log2)"
             )
-        needs_priors = self.prior_source == "declared" or "distribution_change" in self.pairs
-        if needs_priors and self.priors_file is None:
-            raise ValueError(
-                "priors_file: required with prior_source=declared or the distribution_change pairs"
-            )
+        if self.prior_source == "declared" and self.priors_file is None:
+            raise ValueError("priors_file: required with prior_source=declared")
         if self.broker_security_protocol.startswith("SASL") and not self.sasl_username:
             raise ValueError("sasl_username: required with a SASL security protocol")
         return self
@@ -172,10 +197,6 @@ class Settings(BaseSettings):
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
         return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
-
-    @property
-    def grid(self) -> float:
-        return 2.0**self.grid_log2
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if "SSL" not in self.broker_security_protocol:
@@ -221,3 +242,35 @@ class Settings(BaseSettings):
         if ctx is not None:
             return faust.SSLCredentials(ctx)
         return None
+
+
+def _validation_message(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if not err.get("loc") and ":" in msg:
+        field, msg = (part.strip() for part in msg.split(":", 1))
+    return field, msg
+
+
+def load_settings(config: str | None = None, overrides: Mapping[str, Any] = {}) -> Settings:  # noqa: B006
+    """Settings from the environment and an optional JSON file; every problem is ONE
+    PufferfishInputError naming the field (the CLI prints it as one line, exit 2)."""
+    if config:
+        if not os.path.isfile(config):
+            raise PufferfishInputError("config", f"no such file: {config}")
+        os.environ[CONFIG_FILE_ENV] = config
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise PufferfishInputError(*_validation_message(exc)) from None
+    except json.JSONDecodeError as exc:
+        raise PufferfishInputError(
+            "config", f"not valid JSON ({exc.msg}, line {exc.lineno})"
+        ) from None
+    except SettingsError as exc:
+        found = re.search(r'field "([^"]+)"', str(exc))
+        raise PufferfishInputError(
+            found.group(1) if found else "settings",
+            "cannot parse the value (lists and objects are JSON)",
+        ) from None

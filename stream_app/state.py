@@ -1,19 +1,18 @@
 """Per-user state, the event rules that update it, and per-partition aggregates.
 
-Everything here is synchronous and broker-free: the Faust agent (stream_app.app) only moves
-bytes in and out. The maths (a user's theta_i) is injected as a ``Calibrate`` callable that
-wraps core.user_theta (stream_app.calibration); nothing here computes privacy quantities.
+Everything here is synchronous and broker-free: the Faust worker only moves bytes in and out.
+Nothing here computes a privacy quantity: theta depends only on public laws (core.plan), and
+the per-event path only validates, deduplicates and updates sums.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from core.learning import user_share
 from stream_app.models import Membership, Rejected, Report
 
 
@@ -25,6 +24,7 @@ class UserState:
     ``counts[j]`` counts the user's accepted reports equal to ``domain[j]`` (the estimate P_i).
     ``recent_ids`` holds at most ``dedup_window`` report ids, oldest first.
     ``partition`` is the input partition the user's events arrive on (key = user_id).
+    ``group`` is a configured group (the join's, or the default group).
     """
 
     partition: int
@@ -34,9 +34,6 @@ class UserState:
     value_ts: float | None = None
     counts: tuple[int, ...] = ()
     recent_ids: tuple[str, ...] = ()
-    theta: float = 0.0
-    spread: float = 0.0
-    binding_pair: str | None = None
 
     @property
     def contribution_units(self) -> int:
@@ -48,7 +45,6 @@ class UserState:
             "partition": self.partition, "present": self.present, "group": self.group,
             "value_units": self.value_units, "value_ts": self.value_ts,
             "counts": list(self.counts), "recent_ids": list(self.recent_ids),
-            "theta": self.theta, "spread": self.spread, "binding_pair": self.binding_pair,
         }
 
     @classmethod
@@ -61,26 +57,26 @@ class UserState:
             value_ts=d.get("value_ts"),
             counts=tuple(int(c) for c in d.get("counts", ())),
             recent_ids=tuple(d.get("recent_ids", ())),
-            theta=float(d.get("theta", 0.0)),
-            spread=float(d.get("spread", 0.0)),
-            binding_pair=d.get("binding_pair"),
         )
 
-
-# Calibrate(state) -> (theta_i, spread_i, binding_pair_i) for the state's present/group/counts.
-Calibrate = Callable[[UserState], tuple[float, float, str | None]]
+    @property
+    def share(self) -> tuple[int, ...] | None:
+        """The user's normalised histogram (core.learning units) while present, else None."""
+        if not self.present or self.group is None or not any(self.counts):
+            return None
+        return user_share(self.counts)
 
 
 @dataclass(frozen=True)
-class Rules:
-    """What the event rules need from the settings."""
+class EventRules:
+    """What the event rules need from the settings (which records are accepted)."""
 
     domain: tuple[float, ...]
     grid_log2: int
     dedup_window: int
     auto_join: bool
-    known_groups: frozenset[str] | None  # None: any group name is accepted
-    group_required: bool  # prior_source=declared: a join must name a known group
+    known_groups: frozenset[str]
+    default_group: str | None  # the group of a join (or auto-join) that names none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {float(v): j for j, v in enumerate(self.domain)})
@@ -113,12 +109,12 @@ class Rules:
         return units
 
 
-def _new_user(partition: int, rules: Rules) -> UserState:
+def _new_user(partition: int, rules: EventRules) -> UserState:
     return UserState(partition=partition, counts=(0,) * len(rules.domain))
 
 
 def apply_report(
-    state: UserState | None, report: Report, partition: int, rules: Rules
+    state: UserState | None, report: Report, partition: int, rules: EventRules
 ) -> UserState:
     """New state after an accepted report; Rejected for out_of_domain/not_present/duplicate."""
     j = rules.domain_index(report.value)
@@ -126,7 +122,11 @@ def apply_report(
     if state is None or not state.present:
         if not rules.auto_join:
             raise Rejected("not_present")
-        state = replace(state or _new_user(partition, rules), present=True)
+        base = state or _new_user(partition, rules)
+        group = base.group or rules.default_group
+        if group is None:
+            raise Rejected("unknown_group")
+        state = replace(base, present=True, group=group)
     if report.report_id in state.recent_ids:
         raise Rejected("duplicate_report")
     counts = list(state.counts) if len(state.counts) == len(rules.domain) else [0] * len(
@@ -146,107 +146,49 @@ def apply_report(
 
 
 def apply_membership(
-    state: UserState | None, event: Membership, partition: int, rules: Rules
+    state: UserState | None, event: Membership, partition: int, rules: EventRules
 ) -> UserState:
     """New state after a join/leave; Rejected for already_present/unknown_user/unknown_group."""
     if event.event == "join":
         if state is not None and state.present:
             raise Rejected("already_present")
-        if event.group is None and rules.group_required:
-            raise Rejected("unknown_group")
-        if event.group is not None and rules.known_groups is not None:
-            if event.group not in rules.known_groups:
-                raise Rejected("unknown_group")
         base = state or _new_user(partition, rules)
-        group = event.group if event.group is not None else base.group
+        group = event.group or base.group or rules.default_group
+        if group is None or group not in rules.known_groups:
+            raise Rejected("unknown_group")
         return replace(base, partition=partition, present=True, group=group)
     if state is None or not state.present:
         raise Rejected("unknown_user")
     return replace(state, partition=partition, present=False)
 
 
-def recalibrated(state: UserState, calibrate: Calibrate) -> UserState:
-    theta, spread, binding = calibrate(state)
-    return replace(state, theta=float(theta), spread=float(spread), binding_pair=binding)
-
-
-class MaxTracker:
-    """Max of per-key values under updates: a heap with lazy deletion, O(log N) amortised.
-
-    Each update pushes a fresh entry; stale entries (older version of a key) are dropped when
-    they reach the top. The heap is rebuilt when stale entries outnumber live ones, so memory
-    stays O(live keys).
-    """
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, str]] = []
-        self._live: dict[str, tuple[float, int, Any]] = {}
-        self._versions = itertools.count()
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def update(self, key: str, value: float, payload: Any = None) -> None:
-        version = next(self._versions)
-        self._live[key] = (value, version, payload)
-        heapq.heappush(self._heap, (-value, version, key))
-        if len(self._heap) > 2 * len(self._live) + 64:
-            self._heap = [(-v, ver, k) for k, (v, ver, _) in self._live.items()]
-            heapq.heapify(self._heap)
-
-    def discard(self, key: str) -> None:
-        self._live.pop(key, None)
-
-    def top(self) -> tuple[float, str, Any] | None:
-        """(max value, its key, its payload), or None when empty."""
-        while self._heap:
-            neg, version, key = self._heap[0]
-            live = self._live.get(key)
-            if live is not None and live[1] == version:
-                return -neg, key, live[2]
-            heapq.heappop(self._heap)
-        return None
-
-
 @dataclass
 class PartitionAggregate:
-    """The partial aggregates of one input partition, kept incrementally."""
+    """The partial aggregates of one input partition, kept incrementally (O(K) per user)."""
 
     partition: int
     sum_units: int = 0
-    thetas: MaxTracker = field(default_factory=MaxTracker)
-    spreads: MaxTracker = field(default_factory=MaxTracker)
+    group_units: dict[str, list[int]] = field(default_factory=dict)
     newest_ts: float = 0.0
-    new_events: int = 0
     dirty: bool = True
 
-    def apply(self, user_id: str, old: UserState | None, new: UserState) -> None:
-        """Replace one user's contribution (O(log N))."""
+    def apply(self, old: UserState | None, new: UserState) -> None:
+        """Replace one user's contribution."""
         self.sum_units += new.contribution_units - (old.contribution_units if old else 0)
-        self.thetas.update(user_id, new.theta, new.binding_pair)
-        self.spreads.update(user_id, new.spread)
+        for state, sign in ((old, -1), (new, 1)):
+            share = state.share if state is not None else None
+            if share is None:
+                continue
+            assert state is not None and state.group is not None
+            bins = self.group_units.setdefault(state.group, [0] * len(share))
+            for j, units in enumerate(share):
+                bins[j] += sign * units
         self.dirty = True
 
     def note_event(self, ts: float | None) -> None:
         if ts is not None and ts > self.newest_ts:
             self.newest_ts = ts
-        self.new_events += 1
         self.dirty = True
-
-    @property
-    def theta(self) -> float:
-        top = self.thetas.top()
-        return top[0] if top else 0.0
-
-    @property
-    def binding_pair(self) -> str | None:
-        top = self.thetas.top()
-        return top[2] if top and top[0] > 0 else None
-
-    @property
-    def spread(self) -> float:
-        top = self.spreads.top()
-        return top[0] if top else 0.0
 
     @classmethod
     def rebuild(
@@ -254,9 +196,9 @@ class PartitionAggregate:
     ) -> PartitionAggregate:
         """From the recovered table (once per assignment, not per event)."""
         agg = cls(partition=partition)
-        for user_id, st in users:
+        for _user_id, st in users:
             if st.partition == partition:
-                agg.apply(user_id, None, st)
+                agg.apply(None, st)
                 if st.value_ts is not None and st.value_ts > agg.newest_ts:
                     agg.newest_ts = st.value_ts
         agg.dirty = True

@@ -118,19 +118,6 @@ def test_relaxed_presence_with_only_zero() -> None:
     assert cal.distribution_presence_relaxed(one_magnitude, 1.0).theta == pytest.approx(3.0)
 
 
-def test_user_pair() -> None:
-    assert cal.user_pair("value_change", a=5, b=3) == (Distribution.point(5), Distribution.point(3))
-    assert cal.user_pair("value_presence", a=5) == (Distribution.point(5), ZERO)
-    assert cal.user_pair("distribution_presence", P=P) == (P, ZERO)
-    assert cal.user_pair("distribution_change", P=P, Q=Q) == (P, Q)
-    with pytest.raises(PufferfishInputError) as info:
-        cal.user_pair("distribution_change", P=P)
-    assert info.value.field == "Q"
-    with pytest.raises(PufferfishInputError) as info:
-        cal.user_pair("nonsense")
-    assert info.value.field == "kind"
-
-
 def test_relaxed_binary_with_a_sparse_rest() -> None:
     rest = Distribution.from_points([0, 10**9], [0.5, 0.5])
     eps = 0.2

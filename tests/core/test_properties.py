@@ -77,15 +77,16 @@ def own_pair(draw: st.DrawFn) -> tuple[str, Distribution, Distribution]:
     )
     if kind == "value_change":
         a, b = draw(st.lists(st.integers(-30, 30), min_size=2, max_size=2, unique=True))
-        return kind, *cal.user_pair(kind, a=a, b=b)
+        return kind, Distribution.point(a), Distribution.point(b)
+    zero = Distribution.point(0)
     if kind == "value_presence":
-        return kind, *cal.user_pair(kind, a=draw(st.integers(-30, 30).filter(bool)))
+        return kind, Distribution.point(draw(st.integers(-30, 30).filter(bool))), zero
     law = st.one_of(integer_law(), bernoulli())
     if kind == "distribution_presence":
-        return kind, *cal.user_pair(kind, P=draw(law))
+        return kind, draw(law), zero
     if draw(st.booleans()):
-        return kind, *cal.user_pair(kind, P=draw(bernoulli()), Q=draw(bernoulli()))
-    return kind, *cal.user_pair(kind, P=draw(integer_law()), Q=draw(integer_law()))
+        return kind, draw(bernoulli()), draw(bernoulli())
+    return kind, draw(integer_law()), draw(integer_law())
 
 
 def check_all_rules(kind: str, a: Distribution, b: Distribution, eps: float,

@@ -1,4 +1,4 @@
-"""The release agent's local high-water mark: accountant, last seq and its record, in data_dir.
+"""The release agent's local high-water mark: accountant, last seqs and a record, in data_dir.
 
 Written (tmp file + fsync + rename + fsync of the directory) BEFORE a release is sent, as an
 intent: the charge and the seq are recorded before anyone can see the value, so a crash at
@@ -37,6 +37,7 @@ class LocalState:
     last_seq: int
     accountant: Accountant
     last_release: Release | None = None
+    last_priors_seq: int = 0  # learning rounds: a round seq named here is never drawn again
 
 
 def state_path(settings: Settings) -> Path:
@@ -83,9 +84,12 @@ def load_state(path: Path) -> LocalState | None:
             raise _error(path, f"last_release.{loc}", "invalid") from None
         if release.seq != seq:
             raise _error(path, "last_release.seq", f"must equal last_seq ({seq})")
-    if seq == 0 and accountant.releases > 0:
+    priors_seq = data.get("last_priors_seq", 0)
+    if isinstance(priors_seq, bool) or not isinstance(priors_seq, int) or priors_seq < 0:
+        raise _error(path, "last_priors_seq", f"must be an integer >= 0, got {priors_seq!r}")
+    if seq == 0 and priors_seq == 0 and accountant.releases > 0:
         raise _error(path, "last_seq", "is 0 but the accountant holds charges")
-    return LocalState(seq, accountant, release)
+    return LocalState(seq, accountant, release, priors_seq)
 
 
 def save_state(path: Path, state: LocalState) -> None:
@@ -93,6 +97,7 @@ def save_state(path: Path, state: LocalState) -> None:
     payload: dict[str, Any] = {
         "format": FORMAT,
         "last_seq": state.last_seq,
+        "last_priors_seq": state.last_priors_seq,
         "accountant": state.accountant.to_dict(),
         "last_release": (
             state.last_release.model_dump(mode="json") if state.last_release else None

@@ -1,0 +1,185 @@
+"""The paper's vocabulary in one place: pair kinds, rules, the (pair, rule) -> theorem table.
+
+Every other module (the spec parser, the CLI, the settings, the stream) names secret pairs and
+rules through these enums and calibrates through ``calibrate``; nothing else dispatches on a
+pair or rule name. Each entry of the table cites its theorem; the argument that applying it to
+a user's *own* pair is valid for every population is docs/privacy.md, "User-local calibration"
+(the exact rule: docs/errata.md, "A user-local exact calibration").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from core import _validate
+from core.distribution import Distribution, point_zero
+from core.errors import PufferfishInputError
+
+
+class PairKind(StrEnum):
+    """The secret pairs of the paper (Section 3)."""
+
+    VALUE_CHANGE = "value_change"  # S_{a,b}
+    VALUE_PRESENCE = "value_presence"  # S_{a,perp}
+    DISTRIBUTION_PRESENCE = "distribution_presence"  # S_{P,perp}
+    DISTRIBUTION_CHANGE = "distribution_change"  # S_{P,Q}
+
+
+class Rule(StrEnum):
+    """How theta is derived from a pair of priors."""
+
+    EXACT = "exact"  # smallest theta passing the exact two-sided audit (docs/errata.md)
+    KANTOROVICH = "kantorovich"  # Proposition 1: W_inf spread / eps
+    BOUND = "bound"  # Theorems 1-4 as stated
+    RELAXED = "relaxed"  # Theorem 3 relaxed; corrected relaxed binary Lemma
+    BINARY = "binary"  # Lemma SuffCondSPQBinary (two Bernoulli laws): 1 / eps
+
+
+# Rules a deployment may configure (binary only applies to two Bernoulli laws).
+STREAM_RULES = (Rule.EXACT, Rule.KANTOROVICH, Rule.BOUND, Rule.RELAXED)
+# Rules that apply to any two priors of X, whatever the pair.
+GENERIC_RULES = (Rule.KANTOROVICH, Rule.EXACT)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A noise scale and where it came from (``pair`` names the secret pair kind)."""
+
+    theta: float
+    epsilon: float
+    rule: str
+    pair: str
+    theorem: str
+
+
+# (first prior, second prior, epsilon, law of the rest of X) -> Calibration
+Calibrator = Callable[[Distribution, Distribution, float, Distribution], Calibration]
+
+
+# The calibrators are imported inside each entry: core.calibrators pulls in scipy (~0.5 s),
+# which a rejected spec never needs.
+def _exact(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import exact
+
+    return exact(a, b, e)
+
+
+def _kantorovich(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import kantorovich
+
+    return kantorovich(a, b, e)
+
+
+def _thm1(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import value_change
+
+    return value_change(a.support[0], b.support[0], e)
+
+
+def _thm2(a: Distribution, _b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import value_presence
+
+    return value_presence(a.support[0], e)
+
+
+def _thm3_bound(a: Distribution, _b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import distribution_presence_bound
+
+    return distribution_presence_bound(a, e)
+
+
+def _thm3_relaxed(a: Distribution, _b: Distribution, e: float, _r: Distribution) -> Calibration:
+    from core import calibrators
+
+    if a.is_bernoulli():
+        return calibrators.distribution_presence_bernoulli(a.bernoulli_p(), e)
+    return calibrators.distribution_presence_relaxed(a, e)
+
+
+def _thm4(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import distribution_change_thm4
+
+    return distribution_change_thm4(a, b, e)
+
+
+def _binary(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Calibration:
+    from core.calibrators import distribution_change_binary
+
+    return distribution_change_binary(a, b, e)
+
+
+def _binary_relaxed(a: Distribution, b: Distribution, e: float, rest: Distribution) -> Calibration:
+    """Corrected relaxed binary Lemma (docs/errata.md 1-3) for two Bernoulli laws, else Thm 4.
+
+    Its minimum psi sits just past the end of the rest's support whatever the rest is, so with
+    the rest delta_0 it is valid for every population (docs/privacy.md, "User-local
+    calibration").
+    """
+    from core import calibrators
+
+    if a.is_bernoulli() and b.is_bernoulli():
+        return calibrators.distribution_change_binary_relaxed(a, b, rest, e)
+    return calibrators.distribution_change_thm4(a, b, e)
+
+
+_GENERIC: dict[Rule, Calibrator] = {Rule.EXACT: _exact, Rule.KANTOROVICH: _kantorovich}
+
+TABLE: dict[tuple[PairKind, Rule], Calibrator] = {
+    **{(kind, rule): fn for kind in PairKind for rule, fn in _GENERIC.items()},
+    (PairKind.VALUE_CHANGE, Rule.BOUND): _thm1,
+    (PairKind.VALUE_CHANGE, Rule.RELAXED): _thm1,  # Theorem 1 is tight already
+    (PairKind.VALUE_PRESENCE, Rule.BOUND): _thm2,
+    (PairKind.VALUE_PRESENCE, Rule.RELAXED): _thm2,  # Theorem 2 is tight already
+    (PairKind.DISTRIBUTION_PRESENCE, Rule.BOUND): _thm3_bound,
+    (PairKind.DISTRIBUTION_PRESENCE, Rule.RELAXED): _thm3_relaxed,
+    (PairKind.DISTRIBUTION_CHANGE, Rule.BOUND): _thm4,
+    (PairKind.DISTRIBUTION_CHANGE, Rule.BINARY): _binary,
+    (PairKind.DISTRIBUTION_CHANGE, Rule.RELAXED): _binary_relaxed,
+}
+
+
+def rules_for(kind: PairKind | None) -> tuple[Rule, ...]:
+    """The rules that apply to a pair kind (None: two priors of X, only the generic rules)."""
+    if kind is None:
+        return GENERIC_RULES
+    return tuple(rule for rule in Rule if (kind, rule) in TABLE)
+
+
+def pair_kind(value: object, field: str = "pair") -> PairKind:
+    try:
+        return PairKind(str(value))
+    except ValueError:
+        names = ", ".join(k.value for k in PairKind)
+        raise PufferfishInputError(field, f"must be one of {names}; got {value!r}") from None
+
+
+def rule(value: object, field: str = "rule", allowed: tuple[Rule, ...] = tuple(Rule)) -> Rule:
+    try:
+        out = Rule(str(value))
+    except ValueError:
+        out = None
+    if out is None or out not in allowed:
+        names = ", ".join(r.value for r in allowed)
+        raise PufferfishInputError(field, f"must be one of {names}; got {value!r}")
+    return out
+
+
+def calibrate(
+    kind: PairKind | None,
+    how: Rule,
+    first: Distribution,
+    second: Distribution,
+    eps: float,
+    rest: Distribution | None = None,
+) -> Calibration:
+    """theta for the pair (first, second) of kind ``kind`` under rule ``how``."""
+    e = _validate.epsilon(eps)
+    fn = _GENERIC.get(how) if kind is None else TABLE.get((kind, how))
+    if fn is None:
+        allowed = ", ".join(r.value for r in rules_for(kind))
+        raise PufferfishInputError(
+            "rule", f"{how.value!r} does not apply to {kind or 'priors'}; use one of {allowed}"
+        )
+    return fn(first, second, e, rest if rest is not None else point_zero())

@@ -1,0 +1,107 @@
+"""``pufferfish plan``: what a configuration will publish, computed offline from the settings.
+
+The same code path as the worker (stream_app.priors.checked_start, core.plan): theta for each
+group and pair, the binding pair, the charge per release, the noise standard deviation, and how
+long the budget lasts on the public clock. With learned priors theta follows the published
+learning rounds; the figures are for the round-0 laws (declared, else uniform).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from core.errors import PufferfishInputError
+from core.plan import budget_schedule
+from stream_app.priors import checked_start, learner_for
+from stream_app.settings import Settings, load_settings
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise PufferfishInputError("arguments", message)
+
+
+def plan_summary(settings: Settings) -> dict[str, Any]:
+    """The plan as a JSON-able dict (the ``--json`` output)."""
+    s = settings
+    priors, plan = checked_start(s)
+    learner = learner_for(s)
+    charge = plan.charge()
+    schedule = budget_schedule(
+        s.budget_total, charge, s.release_period_seconds,
+        learner.charge() if learner else None, s.learn_period_seconds if learner else None,
+    )
+    return {
+        "theta": plan.theta,
+        "epsilon": s.epsilon,
+        "rule": s.rule.value,
+        "pairs": [p.value for p in s.pairs],
+        "binding_group": plan.binding_group,
+        "binding_pair": plan.binding_pair.value if plan.binding_pair else None,
+        "spread": plan.spread,
+        "charge_per_release": charge,
+        "noise_sd": plan.noise_sd(),
+        "budget_total": s.budget_total,
+        "release_period_seconds": s.release_period_seconds,
+        "releases_until_exhausted": schedule.releases,
+        "seconds_until_exhausted": schedule.seconds,
+        "schedule_capped": schedule.exhausted_by_cap,
+        "prior_source": s.prior_source,
+        "learning": None if learner is None else {
+            "epsilon_learn": learner.epsilon_learn,
+            "learn_period_seconds": s.learn_period_seconds,
+            "rounds_until_exhausted": schedule.learning_rounds,
+            "prior_floor": learner.floor,
+            "learn_min_mass": learner.min_mass,
+        },
+        "default_group": priors.default_group,
+        "groups": {g: {k.value: t for k, t in row.items()} for g, row in plan.groups.items()},
+    }
+
+
+def _text(summary: dict[str, Any]) -> str:
+    lines = [f"{'group':<16} {'pair':<24} theta"]
+    for group, row in summary["groups"].items():
+        for pair, theta in row.items():
+            lines.append(f"{group:<16} {pair:<24} {theta:.6g}")
+    learning = summary["learning"]
+    lines += [
+        "",
+        f"theta {summary['theta']:.6g} (binding: group {summary['binding_group']}, "
+        f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g})",
+        f"noise standard deviation {summary['noise_sd']:.6g}",
+        f"charge per release {summary['charge_per_release']:.6g} "
+        f"(epsilon {summary['epsilon']:g}; more when spread/theta is larger: docs/privacy.md)",
+        f"budget {summary['budget_total']:g}: {summary['releases_until_exhausted']} releases, "
+        f"{summary['seconds_until_exhausted']:g} s at one per "
+        f"{summary['release_period_seconds']:g} s"
+        + ("" if learning is None else
+           f", with {learning['rounds_until_exhausted']} learning rounds of epsilon_learn "
+           f"{learning['epsilon_learn']:g} every {learning['learn_period_seconds']:g} s"),
+    ]
+    if learning is not None:
+        lines.append("learned priors: theta follows the published rounds; these figures are "
+                     "for the starting laws")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _Parser(prog="pufferfish plan", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+        summary = plan_summary(load_settings(args.config))
+    except PufferfishInputError as exc:
+        print(f"pufferfish: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary, allow_nan=False))
+    else:
+        print(_text(summary))
+    return 0 if math.isfinite(summary["charge_per_release"]) else 2

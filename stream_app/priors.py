@@ -1,0 +1,118 @@
+"""The public priors: configured groups and their starting laws, from the settings alone.
+
+These are the laws of learning round 0 (``priors_seq`` 0): the declared law of each group in
+``priors_file``, or the uniform law on the domain for a learned group without one. Later
+rounds come only from the ``priors`` topic (DP estimates). Nothing here reads user data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.distribution import Distribution
+from core.errors import PufferfishInputError
+from core.learning import HistogramLearner, uniform
+from core.plan import ReleasePlan, release_plan
+from core.policy import PairKind
+from stream_app.settings import Settings
+
+FALLBACK_GROUP = "default"
+
+
+def load_priors(path: Path) -> dict[str, Distribution]:
+    """``{group: {support, probs}}`` from a JSON file; PufferfishInputError naming the field."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PufferfishInputError("priors_file", f"cannot read {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise PufferfishInputError("priors_file", f"is not valid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict) or not doc:
+        raise PufferfishInputError(
+            "priors_file", "must be a non-empty object {group: {support, probs}}"
+        )
+    out: dict[str, Distribution] = {}
+    for group, spec in doc.items():
+        if not isinstance(spec, dict):
+            raise PufferfishInputError(f"priors_file.{group}", "must be {support, probs}")
+        try:
+            out[str(group)] = Distribution.model_validate(spec)
+        except PufferfishInputError as exc:
+            raise PufferfishInputError(f"priors_file.{group}.{exc.field}", exc.message) from None
+    return out
+
+
+@dataclass(frozen=True)
+class PublicPriors:
+    """Configured groups, the group of a join without one, and the round-0 laws."""
+
+    laws: dict[str, Distribution]
+    default_group: str | None
+
+    @property
+    def groups(self) -> frozenset[str]:
+        return frozenset(self.laws)
+
+
+def public_priors(settings: Settings) -> PublicPriors:
+    """Round-0 laws for every configured group; PufferfishInputError on a bad configuration."""
+    s = settings
+    declared = load_priors(s.priors_file) if s.priors_file is not None else {}
+    domain = set(s.domain)
+    for group, law in declared.items():
+        outside = [x for x in law.positive_support() if x not in domain]
+        if outside:
+            raise PufferfishInputError(
+                f"priors_file.{group}.support", f"{outside[0]:g} is not in the domain"
+            )
+    groups = set(declared) | set(s.groups) | ({s.default_group} if s.default_group else set())
+    if not groups:
+        groups = {FALLBACK_GROUP}
+    default = s.default_group or (next(iter(groups)) if len(groups) == 1 else None)
+    laws: dict[str, Distribution] = {}
+    for group in sorted(groups):
+        if group in declared:
+            laws[group] = declared[group]
+        elif s.prior_source == "declared":
+            field = "default_group" if group == s.default_group else "groups"
+            raise PufferfishInputError(field, f"group {group!r} has no law in priors_file")
+        else:
+            laws[group] = uniform(s.domain)
+    if PairKind.DISTRIBUTION_CHANGE in s.pairs and len(laws) < 2:
+        raise PufferfishInputError(
+            "pairs", "distribution_change needs at least two configured groups (priors_file, "
+            "groups)"
+        )
+    return PublicPriors(laws=laws, default_group=default)
+
+
+def plan_for(settings: Settings, laws: dict[str, Distribution]) -> ReleasePlan:
+    """The release plan for these public laws (the one code path of the worker and `plan`)."""
+    s = settings
+    return release_plan(laws, s.pairs, s.rule, s.epsilon, s.grid_log2)
+
+
+def learner_for(settings: Settings) -> HistogramLearner | None:
+    """The learning mechanism, or None with declared priors (no learning rounds)."""
+    s = settings
+    if s.prior_source != "learned":
+        return None
+    return HistogramLearner(
+        domain=s.domain, epsilon_learn=s.epsilon_learn, floor=s.prior_floor,
+        min_mass=s.learn_min_mass,
+    )
+
+
+def checked_start(settings: Settings) -> tuple[PublicPriors, ReleasePlan]:
+    """Start-up check shared by `run` and `plan`: a configuration that never needs noise is an
+    error (the worker would otherwise never release, or release exact sums)."""
+    priors = public_priors(settings)
+    plan = plan_for(settings, priors.laws)
+    if plan.theta <= 0:
+        raise PufferfishInputError(
+            "pairs", "no configured pair needs noise for any group (theta would be 0): "
+            "nothing could ever be released; check pairs, domain and priors_file"
+        )
+    return priors, plan

@@ -1,0 +1,176 @@
+"""Reading a 1-partition journal topic (``releases``, ``priors``) with every broker call bounded.
+
+A consumer pinned to partition 0 serves full reads (restore) and the fence drain (records
+published since the last read). Broker trouble: each call is time-limited; a consumer that saw
+an error is dropped and recreated on the next use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any, Generic, TypeVar
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import BaseModel, ValidationError
+
+from stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+JOURNAL_READ_LIMIT_SECONDS = 30.0  # whole read, however long the journal
+JOURNAL_STALL_SECONDS = 5.0  # behind the end and no new record for this long: give up
+BROKER_CALL_SECONDS = 10.0  # any single broker call (start, end_offsets, position, stop)
+FENCE_DRAIN_MS = 100
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class JournalError(RuntimeError):
+    """A journal could not be read to its end (or a broker call did not answer) in time."""
+
+
+_abandoned: set[asyncio.Future[Any]] = set()  # referenced until they end
+
+
+async def bounded(aw: Awaitable[T], what: str, seconds: float = BROKER_CALL_SECONDS) -> T:
+    """Await with a time bound that holds even if the call ignores cancellation.
+
+    asyncio.wait_for waits for the cancelled call to finish; aiokafka's producer send and stop
+    can hang on a dead connection (aio-libs/aiokafka#1101), so a late call is cancelled and
+    left behind instead of awaited.
+    """
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        _abandoned.add(task)
+        task.add_done_callback(_abandoned.discard)
+        raise JournalError(f"{what}: no answer in {seconds:g} s")
+    if task.cancelled():
+        # aiokafka cancels its own futures when a connection dies; escaping as CancelledError,
+        # that would end the Faust timer task for good (the release stall after a broker restart)
+        raise JournalError(f"{what}: cancelled inside the Kafka client")
+    return task.result()
+
+
+async def quietly(aw: Awaitable[object], what: str) -> None:
+    """Stop a client that is being dropped: bounded, errors ignored."""
+    try:
+        await bounded(aw, what)
+    except Exception:  # noqa: BLE001 - it is being dropped anyway
+        pass
+
+
+class Journal(Generic[M]):
+    """A consumer pinned to partition 0 of ``topic``, parsing records as ``model``."""
+
+    def __init__(self, settings: Settings, topic: str, model: type[M]) -> None:
+        self.settings = settings
+        self.tp = TopicPartition(topic, 0)
+        self.model = model
+        self._consumer: AIOKafkaConsumer | None = None
+
+    def _parse(self, value: bytes | None, offset: int) -> M | None:
+        try:
+            return self.model.model_validate_json(value or b"")
+        except ValidationError:
+            log.warning("journal %s: skipping an unparseable record at offset %d",
+                        self.tp.topic, offset)
+            return None
+
+    async def _get(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(
+                **self.settings.aiokafka_kwargs(), group_id=None, enable_auto_commit=False,
+                auto_offset_reset="earliest",
+            )
+            try:
+                await bounded(consumer.start(), "journal consumer start")
+                consumer.assign([self.tp])
+            except BaseException:
+                await quietly(consumer.stop(), "journal consumer stop")
+                raise
+            self._consumer = consumer
+        return self._consumer
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await quietly(consumer.stop(), "journal consumer stop")
+
+    async def read_all(self) -> list[M]:
+        """Every parseable record from the start, leaving the position at the end (bounded)."""
+        s = self.settings
+        try:
+            consumer = await self._get()
+            tp = self.tp
+            if not await bounded(consumer.seek_to_beginning(tp), "journal seek"):
+                raise JournalError(f"{tp.topic}: the seek to the beginning did not finish")
+            # tansu reports the start of the last batch as the end: also wait for quiet.
+            end = (await bounded(consumer.end_offsets([tp]), "journal end offset"))[tp]
+            out: list[M] = []
+            started = last_data = time.monotonic()
+            while True:
+                batch = await bounded(consumer.getmany(tp, timeout_ms=200), "journal fetch")
+                for rec in batch.get(tp, []):
+                    last_data = time.monotonic()
+                    parsed = self._parse(rec.value, rec.offset)
+                    if parsed is not None:
+                        out.append(parsed)
+                position = await bounded(consumer.position(tp), "journal position")
+                now = time.monotonic()
+                if position >= end and now - last_data >= s.journal_quiet_seconds:
+                    return out
+                if position < end and now - last_data > JOURNAL_STALL_SECONDS:
+                    raise JournalError(f"{tp.topic} stalled at offset {position} < {end}")
+                if now - started > JOURNAL_READ_LIMIT_SECONDS:
+                    raise JournalError(
+                        f"{tp.topic} not read to its end in {JOURNAL_READ_LIMIT_SECONDS:g} s")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def drain(self) -> list[M]:
+        """Records published since the last read, up to the log end the broker reports now.
+
+        Enough to see any other publisher: tansu's ListOffsets may answer the start of the last
+        batch + 1 instead of the log end (shared broker notes), but even then the first record
+        of every batch, and so of every foreign publication, lies below the reported end.
+        """
+        try:
+            consumer = await self._get()
+            tp = self.tp
+            end = (await bounded(consumer.end_offsets([tp]), "journal end offset"))[tp]
+            out: list[M] = []
+            started = time.monotonic()
+            while True:
+                position = await bounded(consumer.position(tp), "journal position")
+                if position >= end:
+                    return out
+                batch = await bounded(consumer.getmany(tp, timeout_ms=FENCE_DRAIN_MS),
+                                      "journal fetch")
+                recs = batch.get(tp, [])
+                out.extend(r for r in (self._parse(x.value, x.offset) for x in recs)
+                           if r is not None)
+                if time.monotonic() - started > JOURNAL_STALL_SECONDS:
+                    raise JournalError(f"{tp.topic} stalled at offset {position} < {end}")
+        except BaseException:
+            await self.close()
+            raise
+
+
+async def read_journal(settings: Settings, topic: str, model: type[M]) -> list[M]:
+    """Every parseable record of a journal topic, in log order (bounded in time)."""
+    journal = Journal(settings, topic, model)
+    try:
+        return await journal.read_all()
+    finally:
+        await journal.close()

@@ -1,0 +1,353 @@
+"""The single release agent: learning rounds and releases on the public clock.
+
+Every ``release_period_seconds`` it publishes the exact sum (from the partials) plus noise drawn
+by the ``ReleasePlan`` of the laws in force; every ``learn_period_seconds`` (learned priors) it
+publishes a DP estimate of each group's law to ``priors`` and recalibrates from it. Both are
+charged on one accountant. theta, the charge and the schedule depend only on the settings and
+published laws (docs/privacy.md, "Public calibration").
+
+Durability: ``releases`` and ``priors`` (1 partition each, infinite retention) are journals and
+a local file in data_dir is a high-water mark, written as an *intent* before each send; a
+failed send burns its seq and keeps its charge, so no seq ever carries two values. Whenever
+this worker becomes the owner of the partials partition it restores from all three
+(stream_app.release.restore).
+
+Split brain (two workers that both believe they own the release partition): two fences, neither
+a lock. Journal fence: right before drawing, both journals are drained to the end the broker
+reports; a record this worker did not publish means another owner did: adopt, re-read, skip the
+tick. Pause fence (stream_app.release.pause): after a stalled event loop, ticks are held and the
+journals re-read. Remaining window: a publish by another owner between our drain and our send
+(a few ms); closing it needs transactions, which tansu lacks (see docs/design.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+
+from aiokafka import AIOKafkaProducer
+
+from core.budget import Accountant, BudgetExhausted
+from core.plan import ReleasePlan, rounds_due
+from stream_app.metrics import Metrics
+from stream_app.models import Partial, PriorsRecord, Release, to_bytes
+from stream_app.priors import PublicPriors, learner_for, plan_for
+from stream_app.release.journal import Journal, bounded, quietly
+from stream_app.release.local_state import LocalState, load_state, save_state, state_path
+from stream_app.release.pause import PauseGuard
+from stream_app.release.restore import accountant_at_least, restore
+from stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SEND_TIMEOUT_MS = 15000
+# Safety net over a whole tick (journal reads + sends); a cancelled send burns its seq.
+TICK_LIMIT_SECONDS = 30.0 + SEND_TIMEOUT_MS / 1000 + 60.0
+
+
+def combine(partials: Mapping[int, Partial]) -> tuple[int, dict[str, list[int]], float]:
+    """(sum in grid units, per-group share sums, newest event ts) over input partitions."""
+    total = sum(p.sum_units for p in partials.values())
+    groups: dict[str, list[int]] = {}
+    for p in partials.values():
+        for group, bins in p.group_units.items():
+            acc = groups.setdefault(group, [0] * len(bins))
+            for j, units in enumerate(bins):
+                acc[j] += units
+    newest = max((p.newest_ts for p in partials.values()), default=0.0)
+    return total, groups, newest
+
+
+class Releaser:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        priors: PublicPriors,
+        partials: Callable[[], Mapping[int, Partial]],
+        is_owner: Callable[[], bool],
+    ) -> None:
+        s = self.settings = settings
+        self.metrics = metrics
+        self.initial = priors
+        self.learner = learner_for(settings)
+        self._partials = partials
+        self._is_owner = is_owner
+        self._lock = asyncio.Lock()
+        self._producer: AIOKafkaProducer | None = None
+        self._releases = Journal(s, s.topic_releases, Release)
+        self._priors = Journal(s, s.topic_priors, PriorsRecord)
+        self.state_file = state_path(s)
+        self._local = load_state(self.state_file)  # corrupt -> PufferfishInputError at start
+        self.accountant = Accountant(s.budget_total)
+        self.last_seq = 0
+        self.last_priors_seq = 0
+        self.priors_seq = 0
+        self.laws = dict(priors.laws)
+        self.plan: ReleasePlan = self._recalibrate()
+        self.synced = False
+        self.exhausted = False
+        self._own: set[tuple[str, int, float]] = set()  # (topic, seq, ts) sent since the sync
+        self._said_zero_theta = False
+        self._ticks = 0  # public-clock ticks seen by this worker
+        self._learned_through = 0  # rounds_due() value of the last successful learning round
+        self.pause = PauseGuard(s, self.invalidate)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def invalidate(self) -> None:
+        """Ownership may have changed: re-read the journals before the next tick."""
+        self.synced = False
+        self.pause.generation += 1
+
+    async def stop(self) -> None:
+        self.pause.stop()
+        await self._drop_producer()
+        await self._releases.close()
+        await self._priors.close()
+
+    async def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await quietly(producer.stop(), "release producer stop")
+
+    def _recalibrate(self) -> ReleasePlan:
+        started = time.perf_counter()
+        plan = plan_for(self.settings, self.laws)
+        self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
+        return plan
+
+    # --- journals ----------------------------------------------------------------------------
+    async def _sync(self) -> None:
+        generation = self.pause.generation
+        releases = await self._releases.read_all()
+        priors = await self._priors.read_all()
+        self._local = _newer(self._local, load_state(self.state_file))
+        got = restore(self.settings.budget_total, releases, priors, self._local,
+                      self.accountant, self.last_seq, self.initial.laws)
+        self.accountant, self.last_seq = got.accountant, got.last_seq
+        self.last_priors_seq = max(self.last_priors_seq, got.last_priors_seq)
+        self.exhausted = False
+        if got.exhausted:
+            self._mark_exhausted(got.exhausted)
+        if got.laws != self.laws or got.priors_seq != self.priors_seq:
+            self.laws, self.priors_seq = got.laws, got.priors_seq
+            self.plan = self._recalibrate()
+        self._set_budget_metrics()
+        self.metrics.priors_seq.set(self.priors_seq)
+        if releases:
+            self.metrics.theta.set(releases[-1].theta)
+        self._own.clear()
+        self.synced = generation == self.pause.generation
+        log.info("journals restored: last seq %d, priors round %d, epsilon spent %g",
+                 self.last_seq, self.priors_seq, self.accountant.spent)
+
+    async def _fence(self) -> bool:
+        """True when nobody else has published since our last read of the journals."""
+        foreign: list[Release | PriorsRecord] = []
+        for journal in (self._releases, self._priors):
+            topic = journal.tp.topic
+            foreign += [r for r in await journal.drain() if (topic, r.seq, r.ts) not in self._own]
+        if not foreign:
+            return True
+        spent = max(r.epsilon_spent for r in foreign)
+        if spent > self.accountant.spent:
+            try:
+                self.accountant = accountant_at_least(self.settings.budget_total, spent)
+            except BudgetExhausted:
+                self._mark_exhausted("another worker spent the budget")
+        self.invalidate()
+        log.warning("another worker published (seq %d): this tick is skipped and the journals "
+                    "are re-read", max(r.seq for r in foreign))
+        return False
+
+    def _mark_exhausted(self, why: str) -> None:
+        if not self.exhausted:
+            log.warning("privacy budget exhausted (%s): releases and learning stop", why)
+        self.exhausted = True
+        self.metrics.budget_exhausted.set(1)
+
+    def _set_budget_metrics(self) -> None:
+        self.metrics.epsilon_spent.set(self.accountant.spent)
+        self.metrics.epsilon_remaining.set(max(self.accountant.remaining, 0.0))
+
+    # --- ticks -------------------------------------------------------------------------------
+    async def on_clock(self) -> Release | None:
+        """One tick of the public clock: a learning round when one is due, then a release."""
+        self._ticks += 1
+        return await self._tick(self._clock)  # type: ignore[return-value]
+
+    async def release_once(self) -> Release | None:
+        return await self._tick(self._release)  # type: ignore[return-value]
+
+    async def learn_once(self) -> list[PriorsRecord] | None:
+        if self.learner is None:
+            return None
+        return await self._tick(self._learn)  # type: ignore[return-value]
+
+    async def _clock(self) -> Release | None:
+        s = self.settings
+        if self.learner is not None:
+            due = rounds_due(self._ticks, s.release_period_seconds, s.learn_period_seconds)
+            if due > self._learned_through:
+                if await self._learn() is not None:
+                    self._learned_through = due
+                if self.exhausted:
+                    return None
+        return await self._release()
+
+    async def _tick(self, action: Callable[[], object]) -> object:
+        if self._lock.locked():
+            return None  # a tick or a journal read is running: never queue behind it
+        async with self._lock:
+            self.pause.ensure_running()
+            if not self._is_owner() or self.pause.holding():
+                return None
+            try:
+                return await bounded(self._synced(action), "tick", TICK_LIMIT_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - broker trouble: retry on the next tick
+                self.metrics.broker_errors.inc()
+                self.invalidate()
+                log.error("tick failed (%s: %s); retrying on the next tick",
+                          type(exc).__name__, exc)
+                return None
+
+    async def _synced(self, action: Callable[[], object]) -> object:
+        if not self.synced:
+            await self._sync()
+            if not self.synced or not self._is_owner():
+                return None
+        if self.exhausted:
+            return None
+        return await action()  # type: ignore[misc]
+
+    async def _ready_to_draw(self, charge: float) -> AIOKafkaProducer | None:
+        if not self.accountant.can_spend(charge):
+            self._mark_exhausted(f"the next charge would be {charge:g}")
+            return None
+        producer = await self._get_producer()  # no charge while the broker is unreachable
+        if self.pause.holding() or not await self._fence():
+            return None
+        return producer
+
+    def _intent(self, record: Release | None = None) -> bool:
+        """Write the local high-water file before anything is sent; False if it failed."""
+        self._local = LocalState(self.last_seq, self.accountant,
+                                 record or (self._local.last_release if self._local else None),
+                                 self.last_priors_seq)
+        try:
+            save_state(self.state_file, self._local)
+        except OSError as exc:
+            log.error("not sent: the local budget file could not be written (%s)",
+                      type(exc).__name__)
+            return False
+        return True
+
+    async def _send(self, producer: AIOKafkaProducer, topic: str, payload: bytes) -> bool:
+        try:
+            # aiokafka can keep retrying a batch whose connection died: bound the wait too
+            await bounded(producer.send_and_wait(topic, payload, partition=0),
+                          f"{topic} send", SEND_TIMEOUT_MS / 1000 + 10.0)
+        except Exception as exc:  # noqa: BLE001 - broker trouble must not kill the worker
+            self.metrics.broker_errors.inc()
+            await self._drop_producer()
+            log.error("%s record not acknowledged (%s); its seq is skipped", topic,
+                      type(exc).__name__)
+            return False
+        return True
+
+    async def _release(self) -> Release | None:
+        s, plan = self.settings, self.plan
+        if plan.theta <= 0:
+            # theta 0 would publish the exact sum: the published laws need no noise
+            if not self._said_zero_theta:
+                log.warning("no release: theta is 0 for the laws of priors round %d",
+                            self.priors_seq)
+                self._said_zero_theta = True
+            return None
+        charge = plan.charge()
+        producer = await self._ready_to_draw(charge)
+        if producer is None:
+            return None
+        total_units, _, newest = combine(self._partials())
+        value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
+        noisy = plan.draw(value)
+        self.accountant.spend(charge)
+        self.last_seq += 1  # burnt even if the send fails: a seq never carries two values
+        record = Release(
+            seq=self.last_seq, ts=time.time(), noisy_sum=noisy, theta=plan.theta,
+            epsilon=s.epsilon, epsilon_spent=self.accountant.spent,
+            epsilon_remaining=max(self.accountant.remaining, 0.0),
+            pairs=[p.value for p in s.pairs], rule=s.rule.value,
+            binding_pair=plan.binding_pair.value if plan.binding_pair else None,
+            binding_group=plan.binding_group, priors_seq=self.priors_seq, charge=charge,
+        )
+        if not self._intent(record):
+            return None
+        self._own.add((s.topic_releases, record.seq, record.ts))
+        self._set_budget_metrics()
+        if not await self._send(producer, s.topic_releases, to_bytes(record)):
+            return None
+        self.metrics.releases.inc()
+        self.metrics.theta.set(plan.theta)
+        if newest > 0 and math.isfinite(newest):
+            self.metrics.release_lag_seconds.observe(max(record.ts - newest, 0.0))
+        return record
+
+    async def _learn(self) -> list[PriorsRecord] | None:
+        s, learner = self.settings, self.learner
+        assert learner is not None
+        producer = await self._ready_to_draw(learner.charge())
+        if producer is None:
+            return None
+        _, sums, _ = combine(self._partials())
+        learned = learner.draw(sums, self.laws)
+        self.accountant.spend(learner.charge())
+        self.last_priors_seq += 1  # burnt even if a send fails
+        seq, now = self.last_priors_seq, time.time()
+        records = [
+            PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
+                         probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
+                         epsilon_spent=self.accountant.spent)
+            for group, got in sorted(learned.items())
+        ]
+        if not self._intent():
+            return None
+        self._own.update((s.topic_priors, r.seq, r.ts) for r in records)
+        self._set_budget_metrics()
+        for record in records:
+            if not await self._send(producer, s.topic_priors, to_bytes(record)):
+                return None
+        self.laws = {g: got.law for g, got in learned.items()}
+        self.priors_seq = seq
+        self.plan = self._recalibrate()
+        self._said_zero_theta = False
+        self.metrics.learning_rounds.inc()
+        self.metrics.priors_seq.set(seq)
+        return records
+
+    async def _get_producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            producer = AIOKafkaProducer(
+                **self.settings.aiokafka_kwargs(), acks="all", linger_ms=0,
+                request_timeout_ms=SEND_TIMEOUT_MS,
+            )
+            try:
+                await bounded(producer.start(), "release producer start")
+            except BaseException:
+                await quietly(producer.stop(), "release producer stop")
+                raise
+            self._producer = producer
+        return self._producer
+
+
+def _newer(mine: LocalState | None, on_disk: LocalState | None) -> LocalState | None:
+    """The file may have been written by another worker sharing data_dir: keep the max."""
+    if mine is None or on_disk is None:
+        return mine or on_disk
+    best = on_disk if on_disk.accountant.spent > mine.accountant.spent else mine
+    return LocalState(max(mine.last_seq, on_disk.last_seq), best.accountant, best.last_release,
+                      max(mine.last_priors_seq, on_disk.last_priors_seq))

@@ -1,0 +1,207 @@
+"""The Faust worker: topics, tables, agents and timers of one worker process.
+
+Flow: reports + membership (co-partitioned, key user_id) -> ``process`` (one agent, batches,
+stream_app.ingest) -> users table (changelog) + per-partition aggregates in memory -> every
+``partials_interval`` the owner of each input partition publishes its Partial to
+``topic_partials`` (1 partition) -> ``collect`` (on the single owner of that partition) keeps
+the latest Partial per input partition -> the release timer on that worker (the public
+clock, stream_app.release) publishes a learning round when one is due, then a noisy sum.
+
+Delivery semantics (at-least-once; tansu has no transactions): reports are idempotent by
+report_id within the user's last ``dedup_window`` ids; membership events set presence
+absolutely, so replaying a suffix of the log ends in the same state; the two input topics are
+not ordered with respect to each other; "latest value" is the report with the newest ``ts``.
+A batch's records are acked (their offsets may be committed) only after its table writes and
+dead-letter sends were issued, and Faust flushes the producer before it commits offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import faust
+from faust.streams import _current_event
+from faust.types import TP
+
+from stream_app.ingest import Ingest
+from stream_app.metrics import Metrics
+from stream_app.models import Partial, dead_letter, to_bytes
+from stream_app.priors import checked_start
+from stream_app.release import Releaser
+from stream_app.settings import Settings
+from stream_app.state import EventRules, PartitionAggregate, UserState
+
+log = logging.getLogger(__name__)
+
+# take_events fills a batch only while the agent waits, so the wait bounds the batch under
+# load; under light load a record waits at most this long before it is applied.
+BATCH_MAX_EVENTS = 1000
+BATCH_WITHIN_SECONDS = 0.2
+
+
+def partials_interval(settings: Settings) -> float:
+    return min(0.25, settings.release_period_seconds / 4)
+
+
+class PufferfishApp:
+    """Builds and wires the Faust app for one worker process."""
+
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
+        self.settings = s = settings
+        self.metrics = metrics or Metrics.create()
+        self.priors, plan = checked_start(s)  # bad priors/pairs fail here, before any I/O
+        self.rules = EventRules(
+            domain=s.domain, grid_log2=s.grid_log2, dedup_window=s.dedup_window,
+            auto_join=s.auto_join, known_groups=self.priors.groups,
+            default_group=self.priors.default_group,
+        )
+        self.aggregates: dict[int, PartitionAggregate] = {}
+        self.ingest = Ingest(s, self.rules, self.metrics, self)
+        self.app = app = faust.App(
+            s.app_id, broker=s.broker, broker_credentials=s.faust_credentials(), store=s.store,
+            datadir=str(s.data_dir), autodiscover=False, processing_guarantee="at_least_once",
+            topic_partitions=s.input_partitions, topic_replication_factor=1,
+            table_standby_replicas=0, consumer_auto_offset_reset="earliest",
+            producer_max_batch_size=s.producer_max_batch_size,
+            broker_session_timeout=s.broker_session_timeout,
+            broker_rebalance_timeout=s.broker_rebalance_timeout,
+            broker_heartbeat_interval=s.broker_heartbeat_interval,
+            web_enabled=s.web_port is not None, web_bind=s.web_host,
+            web_port=s.web_port or 6066, web_host=s.web_host,
+        )
+        raw: dict[str, Any] = dict(
+            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+        )
+        self.inputs = app.topic(s.topic_reports, s.topic_membership,
+                                partitions=s.input_partitions, **raw)
+        self.partials_topic = app.topic(s.topic_partials, partitions=1, **raw)
+        self.deadletter_topic = app.topic(s.topic_deadletter, partitions=1, **raw)
+        json_schema: Any = faust.Schema(key_serializer="json", value_serializer="json")
+        self.users = app.Table("users", default=None, partitions=s.input_partitions,
+                               schema=json_schema)
+        self.partials = app.Table("partials", default=None, partitions=1, schema=json_schema)
+        self.releaser = Releaser(s, self.metrics, self.priors, self.latest_partials,
+                                 self.owns_release)
+        self.metrics.theta.set(plan.theta)
+
+        app.agent(self.inputs, name="process")(self._process)
+        app.agent(self.partials_topic, name="collect")(self._collect)
+        app.timer(partials_interval(s), name="publish_partials")(self._publish_partials)
+        app.timer(s.release_period_seconds, name="release")(self._release_tick)
+        app.on_partitions_revoked.connect(self._on_rebalance)  # type: ignore[arg-type]
+        app.on_partitions_assigned.connect(self._on_rebalance)  # type: ignore[arg-type]
+        app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]
+
+    # --- ownership and rebalancing -------------------------------------------------------
+    def _assigned(self) -> set[TP]:
+        try:
+            return set(self.app.assignor.assigned_actives())
+        except Exception:  # noqa: BLE001 - no assignment yet
+            return set()
+
+    def _ready(self) -> bool:
+        """Tables recovered and no rebalance or recovery running (then the state is whole)."""
+        recovery = self.app.tables.recovery  # type: ignore[attr-defined]
+        busy = self.app.rebalancing or getattr(self.app, "in_recovery", False)
+        return bool(recovery.completed.is_set()) and not busy
+
+    def owns_release(self) -> bool:
+        return self._ready() and TP(self.settings.topic_partials, 0) in self._assigned()
+
+    async def _on_rebalance(self, app: Any, tps: set[TP], **kwargs: Any) -> None:
+        self.aggregates.clear()
+        self.releaser.invalidate()
+
+    async def _on_shutdown(self, app: Any, **kwargs: Any) -> None:
+        await self.releaser.stop()
+
+    # --- the user store (ingest.UserStore) -----------------------------------------------
+    # Faust's table picks the changelog partition (and the store its partition) from the
+    # current event, a context variable: in a batch we set it to the record being handled.
+    def get(self, user_id: str, event: Any) -> UserState | None:
+        _current_event.set(weakref.ref(event))
+        raw = self.users.get(user_id)
+        return UserState.from_json(raw) if raw is not None else None
+
+    def put(self, user_id: str, state: UserState, event: Any) -> None:
+        _current_event.set(weakref.ref(event))
+        self.users[user_id] = state.to_json()
+
+    def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
+        agg = self.aggregates.get(partition)
+        if agg is None:
+            users = [(k, UserState.from_json(v)) for k, v in self.users.items() if v is not None]
+            agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
+        return agg
+
+    # --- input agent ----------------------------------------------------------------------
+    async def _process(self, stream: Any) -> None:
+        # take_events acks a batch's events (so their offsets may be committed) only when we
+        # ask for the next batch, i.e. after handle_batch has put their effects in the table.
+        async for events in stream.take_events(BATCH_MAX_EVENTS, BATCH_WITHIN_SECONDS):
+            letters = self.handle_batch(events)
+            if letters:
+                await self._send_dead_letters(letters)
+
+    def handle_batch(self, events: Sequence[Any]) -> list[tuple[str, bytes | None, str]]:
+        token = _current_event.set(None)
+        try:
+            return self.ingest.handle_batch(events)
+        finally:
+            _current_event.reset(token)
+
+    async def _send_dead_letters(self, letters: Sequence[tuple[str, bytes | None, str]]) -> None:
+        now = time.time()
+        sends = [
+            self.deadletter_topic.send(value=to_bytes(dead_letter(topic, raw, reason, now)))
+            for topic, raw, reason in letters
+        ]
+        for result in await asyncio.gather(*sends, return_exceptions=True):
+            if isinstance(result, BaseException):
+                self.metrics.broker_errors.inc()
+                log.error("dead letter not sent (%s)", type(result).__name__)
+
+    # --- partials and ticks ---------------------------------------------------------------
+    async def _publish_partials(self) -> None:
+        if not self._ready():
+            return
+        for tp in sorted(self._assigned()):
+            if tp.topic != self.settings.topic_reports:
+                continue
+            try:
+                agg = self.aggregate(tp.partition)
+                if not agg.dirty:
+                    continue
+                partial = Partial(partition=tp.partition, sum_units=agg.sum_units,
+                                  group_units=agg.group_units, newest_ts=agg.newest_ts)
+                agg.dirty = False
+                await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
+            except Exception as exc:  # noqa: BLE001
+                self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
+                self.metrics.broker_errors.inc()
+                log.error("partial not sent (%s)", type(exc).__name__)
+
+    async def _collect(self, stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                partial = Partial.model_validate_json(event.message.value or b"")
+            except ValueError:
+                log.warning("ignoring a malformed partial")
+                continue
+            self.partials[str(partial.partition)] = partial.model_dump()
+
+    def latest_partials(self) -> dict[int, Partial]:
+        return {int(k): Partial.model_validate(v) for k, v in self.partials.items()
+                if v is not None}
+
+    async def _release_tick(self) -> None:
+        try:
+            await self.releaser.on_clock()
+        except Exception as exc:  # noqa: BLE001 - retry on the next tick
+            self.metrics.broker_errors.inc()
+            log.error("release tick failed (%s: %s)", type(exc).__name__, exc)
