@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 BENCHMARKS: dict[str, str] = {
     "throughput": "1. end-to-end events/s: worker vs a raw aiokafka consume->produce loop",
-    "recalibration": "2. per-report recalibration cost vs N users and domain size K, per rule",
+    "recalibration": "2. release plan cost vs groups G and domain K per rule; ingest cost vs N",
     "memory": "3. memory per user in the worker's state (K = 16, 1e5 and 1e6 users)",
     "utility": "4. noise sd of each rule vs plain DP, paper example and UCI data sets",
     "latency": "5. report -> first release including it, light and saturating load",

@@ -16,7 +16,7 @@ import numpy as np
 from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution
-from core.user_theta import PairKind, user_theta
+from core.policy import PairKind, Rule, calibrate
 
 SIZES = (4, 16, 64, 256)
 TARGET_SECONDS_PER_REPEAT = 0.02
@@ -35,7 +35,6 @@ def cases(k: int, rng: np.random.Generator) -> dict[str, Callable[[], object]]:
     b2, b9 = Distribution.bernoulli(0.2), Distribution.bernoulli(0.9)
     zero = Distribution.point(0)
     top = float(max(p.positive_support(), key=abs))
-    presence = frozenset({PairKind.DISTRIBUTION_PRESENCE})
     return {
         "thm1 value_change": lambda: cal.value_change(top, 0.0, EPS),
         "thm3 bound": lambda: cal.distribution_presence_bound(p, EPS),
@@ -48,7 +47,9 @@ def cases(k: int, rng: np.random.Generator) -> dict[str, Callable[[], object]]:
         "audit (P,Q) one theta": lambda: audit(p, q, 2.0),
         "exact (P,Q)": lambda: cal.exact(p, q, EPS),
         "exact (P,d0)": lambda: cal.exact(p, zero, EPS),
-        "user_theta exact presence": lambda: user_theta(p, True, None, presence, EPS),
+        "calibrate exact presence": lambda: calibrate(
+            PairKind.DISTRIBUTION_PRESENCE, Rule.EXACT, p, zero, EPS
+        ),
     }
 
 

@@ -1,14 +1,19 @@
 """Release latency: time from a report's production to the first release that includes it.
 
-Method (own measurement, exact inclusion): a marker user reports strictly increasing values
-v_j = 16 + j (background users report 0..15) with pairs distribution_presence + value_presence,
-so the user's theta is v_j / eps (core.user_theta gives the expected theta_j; background users
-stay below theta_0). A release includes marker j iff its theta exceeds the midpoint between
-theta_{j-1} and theta_j, because the marker user's events are processed in order and nobody
-else reaches that theta. Latency of marker j = ``ts`` of the first such release (the worker's
-publish time, same host clock) - the time just before the marker was sent. It therefore
-includes the wait for the next release tick (release_period_seconds = 1 s, partials every
-0.25 s): the floor is ~0.5 s on average by design. Markers go out every 0.5 s.
+Method (own measurement, exact inclusion): theta is public and constant for a configuration,
+so inclusion is read from the noisy sum itself. The worker runs with epsilon = 1e6 per release
+(budget 1e12), so the discrete Laplace noise is at most a few units (|noise| <= theta ln 1e9
+except with probability 1e-9; theta = max|domain| / 1e6 here). Background users report
+0..15, so their part of the sum lies in [0, 15 U]; a marker user reports strictly increasing
+values v_j = (j + 1) S, with the step S a power of two above 4 (15 U + 1), so the sum's
+S-block tells which marker value it holds: a release includes marker j iff its noisy_sum >=
+v_j - the Laplace bound (the marker's events are processed in order, and the previous value
+v_{j-1} plus every background user plus the bound stays below that). Latency of marker j =
+``ts`` of the first such release (the worker's publish time, same host clock) - the time just
+before the marker was sent. It therefore includes the wait for the next release tick
+(release_period_seconds = 1 s, partials every 0.25 s): the floor is ~0.5 s on average by
+design. Markers go out every 0.5 s. Pairs distribution_presence, rule exact, one group with
+learned priors (uniform round-0 law, no learning round during the run).
 
 Loads: the worker's capacity is measured first in the same run (a backlog drained, 5-95 %),
 then background events (the throughput benchmark's mix: reports + 2 % join/leave churn) are
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import shutil
 import tempfile
 import threading
@@ -48,26 +54,30 @@ from bench.throughput import (
     topic_names,
     wait_for,
 )
-from core.distribution import Distribution
-from core.user_theta import PairKind, user_theta
 from stream_app.broker import EmbeddedBroker, create_topics
 
 NAME = "latency"
-EPS = 1.0
-PAIRS = ("distribution_presence", "value_presence")
+EPS = 1e6  # noise of a few units: the noisy sum shows which marker value it holds
+PAIRS = ("distribution_presence",)
 MARKER = "marker-user"
 MARKER_EVERY = 0.5
-BASE = len(DOMAIN)  # markers report BASE, BASE + 1, ...
+TAIL = 1e-9  # the Laplace bound is exceeded with this probability
 
 
-def marker_thetas(values: list[float]) -> list[float]:
-    """theta of the marker user after each of its reports (core.user_theta, independent path)."""
-    out = []
-    pairs = frozenset(PairKind(p) for p in PAIRS)
-    for j in range(1, len(values) + 1):
-        dist = Distribution.from_counts(values[:j], [1] * j)
-        out.append(user_theta(dist, True, None, pairs, EPS, rule="exact").theta)
-    return out
+def laplace_bound(theta: float) -> float:
+    """|noise| exceeds this with probability < TAIL (Laplace(theta): P(|X| > t) = e^{-t/theta});
+    one grid step more for the discrete grid."""
+    return theta * math.log(1 / TAIL) + 2.0**-10
+
+
+def marker_step(users: int) -> float:
+    """The marker's value step S: a power of two above 4 (every background user at max + 1)."""
+    return float(2 ** math.ceil(math.log2(4 * (max(DOMAIN) * users + 1))))
+
+
+def separable(step: float, background_max: float, theta: float) -> bool:
+    """v_{j-1} + background + noise stays below v_j - bound (so inclusion is exact)."""
+    return background_max + 2 * laplace_bound(theta) < step
 
 
 class LagSampler(threading.Thread):
@@ -170,16 +180,19 @@ async def read_releases(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 
 
 def marker_latencies(
-    releases: list[dict[str, Any]], thetas: list[float], sent: list[float], first: int
+    releases: list[dict[str, Any]], values: list[float], sent: list[float], first: int
 ) -> list[float]:
-    """Latency of markers first..first+len(sent)-1 (NaN if no release included one)."""
+    """Latency of markers first..first+len(sent)-1 (NaN if no release included one).
+
+    A release includes marker j when its noisy_sum >= values[j] - laplace_bound(theta):
+    ``values`` increase by more than the background's largest part plus twice the bound
+    (``separable``), so no release before marker j gets there.
+    """
     out = []
     for i, t_send in enumerate(sent):
-        j = first + i
-        lower = thetas[j - 1] if j > 0 else 0.0
-        threshold = (lower + thetas[j]) / 2
-        hit = next((r["ts"] for r in releases if r["theta"] > threshold and r["ts"] >= t_send),
-                   None)
+        floor = values[first + i]
+        hit = next((r["ts"] for r in releases if r["ts"] >= t_send
+                    and r["noisy_sum"] >= floor - laplace_bound(r["theta"])), None)
         out.append(hit - t_send if hit is not None else float("nan"))
     return out
 
@@ -194,14 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     users = 40 if args.quick else 1000
     per_phase = int(phase_seconds / MARKER_EVERY) + 1
     loads = (("light", 0.05), ("saturating", 1.0))
-    marker_values = [float(BASE + j) for j in range(per_phase * len(loads))]
+    step = marker_step(users)
+    background_max = max(DOMAIN) * users
+    marker_values = [step * (j + 1) for j in range(per_phase * len(loads))]
     domain = list(DOMAIN) + marker_values
-    thetas = marker_thetas(marker_values)
-    background_cap = max(
-        user_theta(Distribution.point(v), True, None, frozenset(PairKind(x) for x in PAIRS), EPS)
-        .theta for v in DOMAIN
-    )
-    assert background_cap < thetas[0], "markers must out-rank every background user"
+    # theta <= max|domain| / eps for every stream rule and pair used here
+    assert separable(step, background_max, max(domain) / EPS), "marker step too small"
 
     started = time.perf_counter()
     tag = uuid.uuid4().hex[:8]
@@ -216,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             joins = work.setup_joins() + [work.join(MARKER)]
             produce_sync(broker.bootstrap, topics, joins)
             worker = start_worker(broker, workdir, tag, domain=domain, pairs=list(PAIRS),
-                                  epsilon=str(EPS))
+                                  epsilon=str(EPS), budget_total="1e12")
             try:
                 wait_for(worker, len(joins), 120, "the setup joins")
                 produce_sync(broker.bootstrap, topics, work.setup_reports())
@@ -228,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                                         done + 0.95 * cap_events)
                 done += cap_events
                 time.sleep(2.5)  # let a release include the backlog's tail before phase 1
+                thetas: set[float] = set()
                 sampler = LagSampler(worker)
                 sampler.start()
                 for i, (load, share) in enumerate(loads):
@@ -244,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                     # a release in the phase's first 1.5 s holds no event of the phase yet
                     lags = sampler.between(t0 + 1.5, time.perf_counter())
                     releases = asyncio.run(read_releases(broker.bootstrap, topics["releases"]))
-                    lat = marker_latencies(releases, thetas, marker_times, i * per_phase)
+                    thetas.update(r["theta"] for r in releases)
+                    lat = marker_latencies(releases, marker_values, marker_times,
+                                           i * per_phase)
                     ok = [x for x in lat if x == x]
                     rows.append((load, rate, achieved, len(marker_times), len(ok),
                                  _common.percentile(ok, 50), _common.percentile(ok, 99),
@@ -258,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.perf_counter() - started
+    theta_text = ", ".join(f"{t:.6g}" for t in sorted(thetas)) or "none"
+    exact = all(separable(step, background_max, t) for t in thetas)
 
     headers = ("load", "offered ev/s", "achieved ev/s (incl. drain)", "markers",
                "markers released", "p50 s", "p99 s", "max s")
@@ -267,18 +283,22 @@ def main(argv: list[str] | None = None) -> int:
     print(_common.text_table(headers, rows))
     print("\nworker pufferfish_release_lag_seconds per release (newest included event -> publish)")
     print(_common.text_table(lag_headers, lag_rows))
+    print(f"theta of the releases: {theta_text} (marker step {step:g}, background <= "
+          f"{background_max:g}; inclusion exact: {'yes' if exact else 'NO'})")
     print(f"worker exit code {code}; total {elapsed:.0f} s")
     body = (
         __doc__.split("\n", 1)[1].strip()
         + f"\n\nCapacity measured in this run: {capacity:,.0f} events/s ({cap_events} events "
         f"drained). {len(domain)}-value domain (16 background + markers), {users} users, "
-        f"{phase_seconds:g} s per phase. Run time {elapsed:.0f} s.\n\n"
+        f"{phase_seconds:g} s per phase; marker step S = {step:g}, background part <= "
+        f"{background_max:g}; theta of every release: {theta_text} (inclusion exact: "
+        f"{'yes' if exact else 'NO'}). Run time {elapsed:.0f} s.\n\n"
         + _common.markdown_table(headers, rows)
         + "\n\nThe worker's `pufferfish_release_lag_seconds`, one value per release, per phase:\n\n"
         + _common.markdown_table(lag_headers, lag_rows) + "\n"
     )
     _common.report(args, NAME, "5. Release latency", _common.command_line(NAME, argv), body)
-    return 0
+    return 0 if exact and thetas else 1
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def topic_names(tag: str) -> dict[str, str]:
     return {
         "reports": f"reports-{tag}", "membership": f"membership-{tag}",
         "releases": f"releases-{tag}", "partials": f"partials-{tag}",
-        "deadletter": f"deadletter-{tag}",
+        "deadletter": f"deadletter-{tag}", "priors": f"priors-{tag}",
     }
 
 
@@ -126,6 +126,9 @@ def start_worker(
         "release_period_seconds": "1", "topic_reports": topics["reports"],
         "topic_membership": topics["membership"], "topic_releases": topics["releases"],
         "topic_partials": topics["partials"], "topic_deadletter": topics["deadletter"],
+        "topic_priors": topics["priors"],
+        # learned priors (round 0: uniform on the domain) with no learning round in a run
+        "prior_source": "learned", "learn_period_seconds": "86400",
     }
     base.update(settings)
     for name, value in base.items():
@@ -269,11 +272,17 @@ async def raw_loop(
 
 # --- measuring the worker ------------------------------------------------------------------
 def rate_between(samples: Sequence[tuple[float, float]], lo: float, hi: float) -> float:
-    """Events/s between the first samples at or above ``lo`` and ``hi`` handled."""
-    t_lo = next(t for t, h in samples if h >= lo)
-    first_hi = next((t, h) for t, h in samples if h >= hi)
-    h_lo = next(h for t, h in samples if h >= lo)
-    return (first_hi[1] - h_lo) / max(first_hi[0] - t_lo, 1e-9)
+    """Events/s between the first samples at or above ``lo`` and ``hi`` handled.
+
+    When one sample crosses both marks (a small backlog drained between two samples), the
+    sample before it is the start instead, so the rate is not reported as 0.
+    """
+    i_lo = next(i for i, (_, h) in enumerate(samples) if h >= lo)
+    i_hi = next(i for i, (_, h) in enumerate(samples) if h >= hi)
+    if i_hi == i_lo and i_lo > 0:
+        i_lo -= 1
+    (t_lo, h_lo), (t_hi, h_hi) = samples[i_lo], samples[i_hi]
+    return (h_hi - h_lo) / max(t_hi - t_lo, 1e-9)
 
 
 def drain(worker: Worker, start: float, m: int, timeout: float) -> list[tuple[float, float]]:
@@ -504,7 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     body = (
         __doc__.split("\n", 1)[1].strip()
         + f"\n\nWorker settings: {PARTITIONS} input partitions, domain K = {len(DOMAIN)}, "
-        "pairs distribution_presence, rule exact, release every 1 s, memory store, default "
+        "pairs distribution_presence, rule exact, one group (learned priors, uniform round-0 "
+        "law, no learning round during the run), release every 1 s, memory store, default "
         f"producer batching. Users {users}, backlog M = {m} (produced in "
         f"{produce_seconds:.1f} s, faster than either consumer). Raw loop passes: "
         f"{raw_text}. Worker: {releases:.0f} releases, {rejected:.0f} rejected. "

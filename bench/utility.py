@@ -1,7 +1,8 @@
 """Utility: the noise a user gets from each rule vs a plain DP release over the declared domain.
 
-For every data set and eps, theta of each product rule (``core.user_theta``, the call the
-worker makes) for the secret pair of that data set, and the plain DP baseline
+For every data set and eps, theta of each stream rule (``core.policy.calibrate``, the
+(pair, rule) table the worker's release plan uses) for the secret pair of that data set, and
+the plain DP baseline
 theta_DP = sensitivity / eps over the declared domain: add/remove one user (presence secrets)
 -> max|a|; replace one user's value (change secrets) -> max(domain) - min(domain).
 Laplace noise has standard deviation sqrt(2) * theta, so the sd ratio equals theta / theta_DP
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from bench import _common
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from core.user_theta import RULES, PairKind, user_theta
+from core.policy import STREAM_RULES, PairKind, Rule, calibrate
 
 NAME = "utility"
 EPS_VALUES = (0.1, 0.5, 1.0)
@@ -42,14 +43,13 @@ class Case:
             return max(abs(x) for x in self.domain)
         return max(self.domain) - min(self.domain)
 
-    def theta(self, eps: float, rule: str) -> float:
-        refs = {"other": self.other} if self.other is not None else {}
-        cal = user_theta(self.dist, True, "own", frozenset({self.kind}), eps, rule=rule,
-                         references=refs)
-        return cal.theta
+    def theta(self, eps: float, rule: Rule) -> float:
+        first, second = self.audited_pair()
+        return calibrate(self.kind, rule, first, second, eps).theta
 
     def audited_pair(self) -> tuple[Distribution, Distribution]:
-        """The user's own secret pair as two laws of the user's contribution."""
+        """The user's own secret pair as two laws of the user's contribution (the pair
+        core.plan.group_pairs gives a member of a group with law ``dist``)."""
         if self.kind is PairKind.VALUE_CHANGE:
             xs = self.dist.positive_support()
             return Distribution.point(max(xs)), Distribution.point(min(xs))
@@ -113,13 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         for eps in eps_values:
             dp = case.sensitivity / eps
             cells: list[object] = [case.dataset, case.secret, eps, dp]
-            for rule in RULES:
+            for rule in STREAM_RULES:
                 theta = case.theta(eps, rule)
                 worst_loss = max(worst_loss, audit(pair[0], pair[1], theta).loss / eps)
                 cells.append(f"{_common.fmt(theta)} ({theta / dp:.3f})")
             rows.append(tuple(cells))
     elapsed = time.perf_counter() - started
-    headers = ("data set", "secret", "eps", "theta_DP", *(f"{r} theta (sd / DP sd)" for r in RULES))
+    headers = ("data set", "secret", "eps", "theta_DP",
+               *(f"{r.value} theta (sd / DP sd)" for r in STREAM_RULES))
     print("theta per rule, (noise sd ratio to plain DP); < 1 = less noise than plain DP")
     print(_common.text_table(headers, rows))
     verdict = "yes" if worst_loss <= 1 + 1e-9 else "NO"

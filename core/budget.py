@@ -18,8 +18,9 @@ bound an *average*, and with a value that persists across releases
 E[e^{T|D|/theta}] > (E[e^{|D|/theta}])^T (Jensen), so T * epsilon would under-count.
 
 Limits: users are independent; the secret's sequence model is a persistent value or i.i.d.
-reports from the stated distribution; priors learned from the data make theta data-dependent
-(not covered); only basic composition (no advanced / Renyi accounting).
+reports from the stated distribution; learned priors enter only through DP learning rounds,
+each charged its epsilon_learn on the same accountant (docs/privacy.md, "Composition"); only
+basic composition (no advanced / Renyi accounting).
 
 Bookkeeping is exact: every float charge is recorded as the Fraction of its shortest decimal
 repr (``0.1`` -> 1/10; the float and that decimal differ by under half an ulp, far below the

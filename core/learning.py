@@ -33,12 +33,13 @@ def user_share(counts: Sequence[int]) -> tuple[int, ...]:
     total = sum(counts)
     if total <= 0:
         return tuple(0 for _ in counts)
-    exact = [Fraction(c * SHARE_UNITS, total) for c in counts]
-    floors = [int(x) for x in exact]
+    floors = [c * SHARE_UNITS // total for c in counts]
     left = SHARE_UNITS - sum(floors)
-    order = sorted(range(len(counts)), key=lambda j: (-(exact[j] - floors[j]), j))
-    for j in order[:left]:
-        floors[j] += 1
+    if left:
+        remainders = [c * SHARE_UNITS % total for c in counts]
+        order = sorted(range(len(counts)), key=lambda j: (-remainders[j], j))
+        for j in order[:left]:
+            floors[j] += 1
     return tuple(floors)
 
 

@@ -195,8 +195,8 @@ class Releaser:
             if due > self._learned_through:
                 if await self._learn() is not None:
                     self._learned_through = due
-                if self.exhausted:
-                    return None
+                if self.exhausted or not self.synced:
+                    return None  # e.g. the fence saw another owner: skip the whole tick
         return await self._release()
 
     async def _tick(self, action: Callable[[], object]) -> object:
@@ -225,6 +225,8 @@ class Releaser:
         return await action()  # type: ignore[misc]
 
     async def _ready_to_draw(self, charge: float) -> AIOKafkaProducer | None:
+        if not self.synced:
+            return None
         if not self.accountant.can_spend(charge):
             self._mark_exhausted(f"the next charge would be {charge:g}")
             return None
@@ -274,11 +276,12 @@ class Releaser:
             return None
         total_units, _, newest = combine(self._partials())
         value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
+        now = time.time()  # read before the draw: the sampler's running time depends on the noise
         noisy = plan.draw(value)
         self.accountant.spend(charge)
         self.last_seq += 1  # burnt even if the send fails: a seq never carries two values
         record = Release(
-            seq=self.last_seq, ts=time.time(), noisy_sum=noisy, theta=plan.theta,
+            seq=self.last_seq, ts=now, noisy_sum=noisy, theta=plan.theta,
             epsilon=s.epsilon, epsilon_spent=self.accountant.spent,
             epsilon_remaining=max(self.accountant.remaining, 0.0),
             pairs=[p.value for p in s.pairs], rule=s.rule.value,
@@ -304,10 +307,11 @@ class Releaser:
         if producer is None:
             return None
         _, sums, _ = combine(self._partials())
+        now = time.time()  # read before the draw: the sampler's running time depends on the noise
         learned = learner.draw(sums, self.laws)
         self.accountant.spend(learner.charge())
         self.last_priors_seq += 1  # burnt even if a send fails
-        seq, now = self.last_priors_seq, time.time()
+        seq = self.last_priors_seq
         records = [
             PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
                          probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,

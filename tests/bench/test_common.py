@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from bench import _common
-from bench.latency import marker_latencies
+from bench.latency import marker_latencies, marker_step, separable
 from bench.throughput import rate_between, top_frames
 
 
@@ -20,26 +20,37 @@ def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
     assert text.index("A2") < text.index("B1")  # replaced in place, not appended
 
 
-def test_marker_included_only_once_theta_passes_its_midpoint() -> None:
-    thetas = [16.0, 17.0, 18.0]
-    releases = [{"ts": 10.0, "theta": 16.0}, {"ts": 11.0, "theta": 17.0}, {"ts": 12.0, "theta": 18}]
-    # marker 1 (theta 17) sent at 10.2: the release at 11.0 is the first above 16.5
-    assert marker_latencies(releases, thetas, [10.2], first=1) == [11.0 - 10.2]
-    assert math.isnan(marker_latencies(releases[:1], thetas, [10.2], first=1)[0])
+def test_marker_included_once_the_noisy_sum_reaches_its_value() -> None:
+    values = [1024.0, 2048.0, 3072.0]  # step 1024, background part <= 100
+    assert separable(1024.0, 100.0, 1e-5) and not separable(1024.0, 100.0, 30.0)
+    releases = [
+        {"ts": 10.0, "noisy_sum": 1024.0 + 90, "theta": 1e-5},  # marker 0 + background
+        {"ts": 11.0, "noisy_sum": 2048.0 - 3, "theta": 1.0},  # marker 1, noise -3 (bound ~21)
+        {"ts": 12.0, "noisy_sum": 3072.0 + 5, "theta": 1e-5},
+    ]
+    # marker 1 sent at 10.2: the release at 11.0 is the first at or above 2048 - bound
+    assert marker_latencies(releases, values, [10.2], first=1) == [11.0 - 10.2]
+    # a release published before the marker was sent never counts
+    assert marker_latencies(releases, values, [11.5], first=1) == [12.0 - 11.5]
+    assert math.isnan(marker_latencies(releases[:1], values, [10.2], first=1)[0])
+    assert marker_step(40) == 4096.0  # first power of two above 4 * (15 * 40 + 1)
 
 
 def test_rate_between_uses_the_crossing_samples() -> None:
     samples = [(0.0, 0.0), (1.0, 100.0), (2.0, 300.0), (3.0, 600.0)]
     assert rate_between(samples, 50, 550) == (600 - 100) / (3.0 - 1.0)
+    # both marks crossed by one sample: measured from the sample before it
+    assert rate_between(samples, 350, 550) == (600 - 300) / (3.0 - 2.0)
 
 
 def test_top_frames_own_and_inclusive() -> None:
     collapsed = (
-        "main (stream_app/runner.py:10);handle (stream_app/app.py:5);dumps (json/__init__.py:1) 3\n"
+        "main (stream_app/runner.py:10);handle (stream_app/worker.py:5);"
+        "dumps (json/__init__.py:1) 3\n"
         "main (stream_app/runner.py:10);select (selectors.py:4) 1\n"
     )
     own, incl, total = top_frames(collapsed)
     assert total == 4
     assert own[0] == ("dumps (json/__init__.py)", 75.0)
     # the entry point (runner) wraps every sample: left out of the inclusive list
-    assert dict(incl) == {"handle (stream_app/app.py)": 75.0}
+    assert dict(incl) == {"handle (stream_app/worker.py)": 75.0}

@@ -28,9 +28,16 @@ def test_unknown_benchmark_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_recalibration_quick(tmp_path: Path) -> None:
-    text = run(recalibration, tmp_path, "--updates", "10")
+    text = run(recalibration, tmp_path, "--repeats", "2")
     assert "<!-- bench:recalibration start -->" in text
-    assert "Flatness in N" in text and "| exact | 4 |" in text
+    assert "Release plan time vs G and K" in text and "flatness in N" in text
+    # one release_plan row per (rule, K, G): G = 1 calibrates (P_g, delta_0) only
+    for rule in ("exact", "kantorovich", "bound", "relaxed"):
+        assert f"| {rule} | 4 | 1 | presence | 1 | 2 |" in text
+        assert f"| {rule} | 16 | 2 | presence+change | 4 | 2 |" in text
+    # the ingest rows: every generated record is valid (0 dead letters)
+    assert "| 100 | 16 | 2000 | 2 | 100 | 0 |" in text
+    assert "| 1e+03 | 16 | 2000 | 2 |" in text
 
 
 def test_memory_quick(tmp_path: Path) -> None:

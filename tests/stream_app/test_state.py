@@ -1,32 +1,31 @@
-"""Per-user event rules, the lazy-deletion max heap and partition aggregates (no broker)."""
+"""Per-user event rules and partition aggregates (no broker)."""
 
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 
 from stream_app.models import Membership, Rejected, Report
 from stream_app.state import (
-    MaxTracker,
+    EventRules,
     PartitionAggregate,
-    Rules,
     UserState,
     apply_membership,
     apply_report,
-    recalibrated,
 )
 
 DOMAIN = (0.0, 0.5, 1.0, 2.0)
 
 
-def rules(**kw: object) -> Rules:
+def rules(**kw: object) -> EventRules:
     base: dict[str, object] = dict(
-        domain=DOMAIN, grid_log2=-1, dedup_window=3, auto_join=False, known_groups=None,
-        group_required=False,
+        domain=DOMAIN, grid_log2=-1, dedup_window=3, auto_join=False,
+        known_groups=frozenset({"g1", "g2", "d"}), default_group="d",
     )
     base.update(kw)
-    return Rules(**base)  # type: ignore[arg-type]
+    return EventRules(**base)  # type: ignore[arg-type]
 
 
 def rep(uid: str, value: float, rid: str, ts: float = 1.0) -> Report:
@@ -70,15 +69,21 @@ def test_rejections() -> None:
     assert reason_of(apply_membership, None, mem("u", "leave"), 0, r) == "unknown_user"
     left = apply_membership(joined, mem("u", "leave"), 0, r)
     assert reason_of(apply_membership, left, mem("u", "leave"), 0, r) == "unknown_user"
-    g = rules(known_groups=frozenset({"a"}), group_required=True)
+    g = rules(known_groups=frozenset({"a"}), default_group=None)
     assert reason_of(apply_membership, None, mem("u", "join", "b"), 0, g) == "unknown_group"
     assert reason_of(apply_membership, None, mem("u", "join"), 0, g) == "unknown_group"
     assert apply_membership(None, mem("u", "join", "a"), 0, g).group == "a"
+    assert reason_of(apply_report, None, rep("u", 1.0, "a"), 0, rules(
+        auto_join=True, default_group=None)) == "unknown_group"
+
+
+def test_a_join_without_group_goes_to_the_default_group() -> None:
+    assert apply_membership(None, mem("u", "join"), 0, rules()).group == "d"
 
 
 def test_auto_join() -> None:
     s = apply_report(None, rep("u", 1.0, "a"), 1, rules(auto_join=True))
-    assert s.present and s.value_units == 2 and s.partition == 1
+    assert s.present and s.value_units == 2 and s.partition == 1 and s.group == "d"
 
 
 def test_dedup_window_is_bounded() -> None:
@@ -96,36 +101,8 @@ def test_dedup_window_is_bounded() -> None:
 
 def test_state_json_round_trip() -> None:
     s = UserState(partition=3, present=True, group="g", value_units=7, value_ts=2.5,
-                  counts=(1, 2), recent_ids=("x",), theta=1.5, spread=2.0, binding_pair="p")
+                  counts=(1, 2), recent_ids=("x",))
     assert UserState.from_json(s.to_json()) == s
-
-
-def test_recalibrated_uses_the_injected_calibrator() -> None:
-    s = UserState(partition=0, present=True)
-    out = recalibrated(s, lambda st: (2.5, 3.0, "value_presence"))
-    assert (out.theta, out.spread, out.binding_pair) == (2.5, 3.0, "value_presence")
-
-
-def test_max_tracker_matches_brute_force() -> None:
-    rng = random.Random(7)
-    tracker = MaxTracker()
-    truth: dict[str, float] = {}
-    for step in range(5000):
-        key = f"k{rng.randrange(50)}"
-        if rng.random() < 0.1:
-            tracker.discard(key)
-            truth.pop(key, None)
-        else:
-            value = rng.choice([0.0, rng.random() * 10])
-            tracker.update(key, value, payload=step)
-            truth[key] = value
-        top = tracker.top()
-        if not truth:
-            assert top is None
-        else:
-            assert top is not None and top[0] == max(truth.values())
-            assert truth[top[1]] == top[0]
-    assert len(tracker._heap) <= 2 * len(truth) + 65  # stale entries are compacted
 
 
 def test_partition_aggregate_incremental_equals_recompute() -> None:
@@ -133,34 +110,51 @@ def test_partition_aggregate_incremental_equals_recompute() -> None:
     r = rules(auto_join=False, dedup_window=1000)
     agg = PartitionAggregate(partition=0)
     users: dict[str, UserState] = {}
-
-    def calib(st: UserState) -> tuple[float, float, str | None]:  # a stand-in for core
-        return float(sum(st.counts)) + (1.0 if st.present else 0.0), float(max(st.counts)), "x"
-
     for i in range(2000):
         uid = f"u{rng.randrange(30)}"
         old = users.get(uid)
         try:
             if rng.random() < 0.3:
                 ev = "leave" if old is not None and old.present else "join"
-                new = apply_membership(old, mem(uid, ev), 0, r)
+                new = apply_membership(old, mem(uid, ev, rng.choice(["g1", "g2"])), 0, r)
             else:
                 new = apply_report(old, rep(uid, rng.choice(DOMAIN), f"r{i}", ts=i), 0, r)
         except Rejected:
             continue
-        new = recalibrated(new, calib)
-        agg.apply(uid, old, new)
+        agg.apply(old, new)
         users[uid] = new
-        exact_sum = sum(int(s.value_units * 1) for s in users.values()
+        exact_sum = sum(s.value_units for s in users.values()
                         if s.present and s.value_units is not None)
         assert agg.sum_units == exact_sum
-        assert agg.theta == max(s.theta for s in users.values())
-        assert agg.spread == max(s.spread for s in users.values())
-    elsewhere = ("other", UserState(partition=1, present=True, value_units=99, theta=1e9))
+        assert _nonzero(agg.group_units) == _group_shares(users)
+    elsewhere = ("other", UserState(partition=1, present=True, group="g1", value_units=99,
+                                    counts=(1, 0, 0, 0)))
     rebuilt = PartitionAggregate.rebuild(0, [*users.items(), elsewhere])
-    assert (rebuilt.sum_units, rebuilt.theta, rebuilt.spread) == (
-        agg.sum_units, agg.theta, agg.spread,
-    )
+    assert rebuilt.sum_units == agg.sum_units
+    assert _nonzero(rebuilt.group_units) == _nonzero(agg.group_units)
+
+
+def _nonzero(groups: dict[str, list[int]]) -> dict[str, list[int]]:
+    return {g: v for g, v in groups.items() if any(v)}
+
+
+def _group_shares(users: dict[str, UserState]) -> dict[str, list[int]]:
+    """Per group, the sum over present members with reports of counts * 2**16 / total, rounded
+    so each member's share sums to 2**16 (largest remainder) -- computed here from scratch."""
+    out: dict[str, list[int]] = {}
+    for st in users.values():
+        total = sum(st.counts)
+        if not st.present or total == 0 or st.group is None:
+            continue
+        exact = [Fraction(c * 65536, total) for c in st.counts]
+        share = [int(x) for x in exact]
+        order = sorted(range(len(share)), key=lambda j: (-(exact[j] - share[j]), j))
+        for j in order[: 65536 - sum(share)]:
+            share[j] += 1
+        acc = out.setdefault(st.group, [0] * len(share))
+        for j, units in enumerate(share):
+            acc[j] += units
+    return out
 
 
 def test_state_json_has_every_field() -> None:

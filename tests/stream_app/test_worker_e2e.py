@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from core.auditor import audit
-from core.distribution import Distribution, point_zero
 from stream_app.broker import EmbeddedBroker, create_topics
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import (
@@ -29,22 +28,11 @@ DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0)
 PAIRS = ("distribution_presence", "value_change")
 EPS = 1.0
 BUDGET = 10_000.0
+GROUPS = ("g0", "g1", "g2")
 RELEASE_FIELDS = {
     "seq", "ts", "noisy_sum", "theta", "epsilon", "epsilon_spent", "epsilon_remaining", "pairs",
-    "rule", "binding_pair",
+    "rule", "binding_pair", "binding_group", "priors_seq", "charge",
 }
-
-
-def own_pairs(ref: Reference, uid: str) -> list[tuple[Distribution, Distribution]]:
-    """The user's secret pairs, written out from docs/design.md (not from stream_app)."""
-    dist = ref.dist(uid)
-    if dist is None:
-        return []
-    pairs = [(dist, point_zero())]
-    support = [v for v, p in zip(dist.support, dist.probs, strict=True) if p > 0]
-    if ref.users[uid].present and len(support) >= 2:
-        pairs.append((Distribution.point(max(support)), Distribution.point(min(support))))
-    return pairs
 
 
 def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> list[dict]:
@@ -62,11 +50,11 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
     env = worker_env(
         broker, tmp_path, app_id="e2e", input_partitions="2", domain=list(DOMAIN),
         pairs=list(PAIRS), epsilon=str(EPS), budget_total=str(BUDGET),
-        release_period_seconds="0.5",
+        release_period_seconds="0.5", groups=list(GROUPS), learn_period_seconds="86400",
     )
     worker = start_worker(env, tmp_path, "w1")
     try:
-        ref = Reference(DOMAIN, PAIRS, EPS)
+        ref = Reference(DOMAIN, PAIRS, EPS, groups=GROUPS)
         rng = random.Random(11)
         users = [f"user-{i}" for i in range(12)]
         n = send(broker.bootstrap, "membership",
@@ -105,13 +93,14 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
             assert r["theta"] == pytest.approx(theta, rel=1e-12)
             assert abs(r["noisy_sum"] - x) <= bound, (r, x, bound)
             assert r["pairs"] == list(PAIRS) and r["rule"] == "exact" and r["epsilon"] == EPS
+            assert r["priors_seq"] == 0 and r["charge"] >= EPS
             # noise is on the 2**-10 grid
             assert (r["noisy_sum"] * 1024).is_integer()
-        # every user's own pairs pass the exact audit at the user's theta_i and at the release's
-        for uid in users:
-            for a, b in own_pairs(ref, uid):
-                assert audit(a, b, ref.theta_i(uid)).loss <= EPS * (1 + 1e-9)
-                assert audit(a, b, fresh[-1]["theta"]).loss <= EPS * (1 + 1e-9)
+        # every public pair passes the exact audit at the release's theta, and it is tight
+        losses = [audit(a, b, fresh[-1]["theta"]).loss for a, b in ref.group_pairs()]
+        assert max(losses) <= EPS * (1 + 1e-9)
+        assert max(audit(a, b, fresh[-1]["theta"] * 0.999).loss
+                   for a, b in ref.group_pairs()) > EPS
         # seqs 1..n without gaps; budget bookkeeping monotone and consistent
         seqs = [r["seq"] for r in records]
         assert seqs == list(range(1, len(records) + 1))

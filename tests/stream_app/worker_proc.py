@@ -1,7 +1,8 @@
 """Helpers for integration tests: workers as subprocesses, metrics scraping, a reference model.
 
 The reference model re-tracks the stream's per-user state independently of stream_app.state
-(plain dicts, no windows) so the expected theta and X are not computed by the code under test.
+(plain dicts, no windows) so the expected X is not computed by the code under test, and lists
+the public pairs of every configured group itself (docs/privacy.md, "Public calibration").
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.distribution import Distribution
-from core.user_theta import PairKind, user_theta
+from core.calibrators import exact
+from core.distribution import Distribution, point_zero
 from stream_app.broker import EmbeddedBroker, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +65,8 @@ class Worker:
 def worker_env(broker: EmbeddedBroker, tmp_path: Path, **settings: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update(TANSU_KNOBS)
+    # no learning round (it would charge the budget and move theta) unless a test asks for one
+    env["PUFFERFISH_LEARN_PERIOD_SECONDS"] = "86400"
     env["PUFFERFISH_BROKER"] = broker.url
     env["PUFFERFISH_DATA_DIR"] = str(tmp_path / "data")
     env["PUFFERFISH_LOG_LEVEL"] = "info"
@@ -167,7 +170,7 @@ class Reference:
     domain: tuple[float, ...]
     pairs: tuple[str, ...]
     epsilon: float
-    rule: str = "exact"
+    groups: tuple[str, ...] = ("default",)
     users: dict[str, RefUser] = field(default_factory=dict)
 
     def join(self, uid: str, group: str | None = None) -> dict[str, Any]:
@@ -200,20 +203,30 @@ class Reference:
     def x(self) -> float:
         return sum(u.latest[1] for u in self.users.values() if u.present and u.latest)
 
-    def dist(self, uid: str) -> Distribution | None:
-        counts = {v: c for v, c in self.users[uid].counts.items() if c > 0}
-        if not counts:
-            return None
-        values = sorted(counts)
-        return Distribution.from_counts(values, [counts[v] for v in values])
+    def laws(self) -> dict[str, Distribution]:
+        """Round-0 laws of learned groups without a declared law: uniform on the domain."""
+        k = len(self.domain)
+        return {g: Distribution.from_points(list(self.domain), [1 / k] * k) for g in self.groups}
 
-    def theta_i(self, uid: str) -> float:
-        u = self.users[uid]
-        pairs = frozenset(PairKind(p) for p in self.pairs)
-        return user_theta(self.dist(uid), u.present, u.group, pairs, self.epsilon, self.rule).theta
+    def group_pairs(self) -> list[tuple[Distribution, Distribution]]:
+        """Every configured group's pairs, written out from docs/privacy.md."""
+        laws, out = self.laws(), []
+        for g, law in laws.items():
+            support = [v for v, p in zip(law.support, law.probs, strict=True) if p > 0]
+            if "value_change" in self.pairs and len(support) >= 2:
+                out.append((Distribution.point(max(support)), Distribution.point(min(support))))
+            if "value_presence" in self.pairs and max(abs(v) for v in support) > 0:
+                top = max(support, key=abs)
+                out.append((Distribution.point(top), point_zero()))
+            if "distribution_presence" in self.pairs:
+                out.append((law, point_zero()))
+            if "distribution_change" in self.pairs:
+                out += [(law, other) for h, other in laws.items() if h != g]
+        return out
 
     def theta(self) -> float:
-        return max((self.theta_i(uid) for uid in self.users), default=0.0)
+        """The exact rule on every public pair (core.calibrators.exact, audited in tests/core)."""
+        return max((exact(a, b, self.epsilon).theta for a, b in self.group_pairs()), default=0.0)
 
 
 def noise_bound(theta: float, releases: int, fail_prob: float = 1e-6) -> float:

@@ -13,10 +13,10 @@ import pytest
 from core.budget import Accountant
 from core.errors import PufferfishInputError
 from stream_app.models import Release
-from stream_app.release_state import LocalState, load_state, save_state, state_path
+from stream_app.release.local_state import LocalState, load_state, save_state, state_path
 from stream_app.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _release(seq: int, spent: float) -> Release:
