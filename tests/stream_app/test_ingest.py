@@ -1,8 +1,9 @@
 """Batched input handling (stream_app.ingest) has the per-record semantics (no broker).
 
 The oracle is the per-record path, written out here: parse, check the key, apply the rule,
-update the partition aggregate, write the table, one record at a time. The batch path must leave the same table, the same aggregates, the same dead-letter
-reasons in the same order and the same counters, whatever the batch boundaries.
+update the partition aggregate, write the table, one record at a time. The batch path must
+leave the same table, the same aggregates, the same dead-letter reasons in the same order and
+the same counters, whatever the batch boundaries.
 """
 
 from __future__ import annotations
