@@ -2,7 +2,8 @@
 
 ``calibrate`` and ``audit`` run here on core.spec (no Faust import: they must start fast);
 ``run``, ``plan``, ``demo`` and ``reproduce`` forward the rest of argv to their module's
-``main(argv)``, imported lazily. Every input error is ONE line on stderr, exit status 2, never a traceback.
+``main(argv)``, imported lazily. Every input error is ONE line on stderr, exit status 2, never a
+traceback.
 """
 
 from __future__ import annotations
