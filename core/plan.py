@@ -54,7 +54,7 @@ class ReleasePlan:
             return 0.0
         grid = 2.0**self.grid_log2
         q = math.exp(-grid / self.theta)
-        return grid * math.sqrt(2.0 * q) / (1.0 - q)
+        return grid * math.sqrt(2.0 * q) / -math.expm1(-grid / self.theta)
 
     def draw(self, value: float) -> float:
         """value + discrete Laplace noise of scale theta (CSPRNG, exact on the grid)."""
@@ -90,7 +90,8 @@ def release_plan(
     """theta = max over every group and pair kind (ties: first group, then first pair kind)."""
     if not laws:
         raise PufferfishInputError("groups", "at least one group with a law is needed")
-    kinds = [k for k in PairKind if k in set(pairs)]
+    wanted = set(pairs)
+    kinds = [k for k in PairKind if k in wanted]
     theta, spread, binding_group, binding_pair = 0.0, 0.0, None, None
     table: dict[str, dict[PairKind, float]] = {}
     cache: dict[tuple[PairKind, Distribution, Distribution], tuple[float, float]] = {}
@@ -163,4 +164,4 @@ def budget_schedule(
         accountant.spend(release_charge)
         releases += 1
         last = tick * release_period
-    return Schedule(releases, rounds, last, exhausted_by_cap=True)
+    return Schedule(releases, rounds, last, exhausted_by_cap=accountant.can_spend(release_charge))

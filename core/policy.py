@@ -10,7 +10,7 @@ a user's *own* pair is valid for every population is docs/privacy.md, "User-loca
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from core import _validate
@@ -72,16 +72,24 @@ def _kantorovich(a: Distribution, b: Distribution, e: float, _rest: Distribution
     return kantorovich(a, b, e)
 
 
+def _point(law: Distribution, field: str) -> float:
+    """The value of a point mass (value pairs are pairs of point masses)."""
+    support = law.positive_support()
+    if len(support) != 1:
+        raise PufferfishInputError(field, "must be a point mass for a value pair")
+    return float(support[0])
+
+
 def _thm1(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Calibration:
     from core.calibrators import value_change
 
-    return value_change(a.support[0], b.support[0], e)
+    return value_change(_point(a, "a"), _point(b, "b"), e)
 
 
 def _thm2(a: Distribution, _b: Distribution, e: float, _rest: Distribution) -> Calibration:
     from core.calibrators import value_presence
 
-    return value_presence(a.support[0], e)
+    return value_presence(_point(a, "a"), e)
 
 
 def _thm3_bound(a: Distribution, _b: Distribution, e: float, _rest: Distribution) -> Calibration:
@@ -176,10 +184,12 @@ def calibrate(
 ) -> Calibration:
     """theta for the pair (first, second) of kind ``kind`` under rule ``how``."""
     e = _validate.epsilon(eps)
+    how = rule(how)
     fn = _GENERIC.get(how) if kind is None else TABLE.get((kind, how))
     if fn is None:
         allowed = ", ".join(r.value for r in rules_for(kind))
         raise PufferfishInputError(
             "rule", f"{how.value!r} does not apply to {kind or 'priors'}; use one of {allowed}"
         )
-    return fn(first, second, e, rest if rest is not None else point_zero())
+    result = fn(first, second, e, rest if rest is not None else point_zero())
+    return replace(result, rule=how.value, pair=kind.value if kind else "priors")

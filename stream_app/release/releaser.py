@@ -153,6 +153,11 @@ class Releaser:
             foreign += [r for r in await journal.drain() if (topic, r.seq, r.ts) not in self._own]
         if not foreign:
             return True
+        for r in foreign:
+            if isinstance(r, Release):
+                self.last_seq = max(self.last_seq, r.seq)
+            else:
+                self.last_priors_seq = max(self.last_priors_seq, r.seq)
         spent = max(r.epsilon_spent for r in foreign)
         if spent > self.accountant.spent:
             try:

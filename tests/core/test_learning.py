@@ -46,6 +46,12 @@ def test_user_share_sums_exactly_and_is_proportional(counts: list[int]) -> None:
         assert u >= 0
         if c == 0:
             assert u == 0
+    # largest remainder: every bin rounded up has a remainder >= every bin rounded down
+    rem = [Fraction(c * UNIT, total) - (c * UNIT // total) for c in counts]
+    up = [r for r, c, u in zip(rem, counts, share, strict=True) if u > c * UNIT // total]
+    down = [r for r, c, u in zip(rem, counts, share, strict=True) if u == c * UNIT // total]
+    if up and down:
+        assert min(up) >= max(down)
 
 
 def test_user_share_hand_values() -> None:
@@ -56,6 +62,10 @@ def test_user_share_hand_values() -> None:
     assert user_share([1, 1, 1]) == (21_846, 21_845, 21_845)
     # 2/3, 1/3: 43690.67 and 21845.33 -> the larger remainder gets the unit
     assert user_share([2, 1]) == (43_691, 21_845)
+    assert user_share([1, 2]) == (21_845, 43_691)  # by remainder, not by position
+    # sevenths: 9362.29 * (1, 2, 4) = 9362.29, 18724.57, 37449.14 -> floors sum 65535;
+    # the largest remainder (.57, the middle bin) gets the unit
+    assert user_share([1, 2, 4]) == (9_362, 18_725, 37_449)
     assert user_share([0, 0, 0]) == (0, 0, 0)
     assert user_share([]) == ()
 

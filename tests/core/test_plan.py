@@ -248,11 +248,6 @@ def test_no_laws_is_refused() -> None:
     assert info.value.field == "groups"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG core/plan.py:96: set(pairs) is re-evaluated per PairKind, so a one-shot "
-    "iterable of pairs (generator) loses every kind after the first test: theta 0, no noise",
-)
 def test_pairs_given_as_a_generator() -> None:
     # BUG (reported, not fixed here): release_plan takes ``pairs: Iterable[PairKind]``.
     # ``kinds = [k for k in PairKind if k in set(pairs)]`` consumes a generator while testing
@@ -340,6 +335,13 @@ def test_charge_by_hand() -> None:
     # theta bound by value_presence (8/0.5 = 16), spread 8 from both pairs: charge eps.
     both = release_plan(g3, [DP, VP], Rule.EXACT, 0.5, -10)
     assert both.binding_pair is VP and math.isclose(both.charge(), 0.5, rel_tol=1e-6)
+    # The spread is the max over ALL pairs, not the binding pair's: {0:.99, 20:.01} needs
+    # e^{20/theta} = (e^.5 - .99)/.01, theta = 4.78 < 9.62, but its spread is 20.
+    rare = law({0: 0.99, 20: 0.01})
+    assert 20 / math.log((math.exp(0.5) - 0.99) / 0.01) < ISSUE_THETA
+    mixed = release_plan({"a": ISSUE["g3"], "b": rare}, [DP], Rule.EXACT, 0.5, -10)
+    assert mixed.binding_group == "a" and mixed.spread == 20.0
+    assert math.isclose(mixed.charge(), 20 / ISSUE_THETA, rel_tol=1e-6)  # 2.0795
     # A hand-made plan: spread 3, theta 2, eps 1 -> 1.5.
     assert ReleasePlan(2.0, 1.0, 3.0, -10, "g", DC).charge() == 1.5
 
@@ -366,6 +368,15 @@ def test_noise_sd_is_the_discrete_laplace_sd() -> None:
 def test_noise_sd_is_sqrt2_theta_on_a_fine_grid(issue_plan: ReleasePlan) -> None:
     assert math.isclose(issue_plan.noise_sd(), math.sqrt(2) * issue_plan.theta, rel_tol=1e-6)
     assert math.isclose(issue_plan.noise_sd(), 13.6015, rel_tol=1e-5)  # sqrt(2) * 9.6177
+
+
+@pytest.mark.parametrize("theta", [1e9, 1e12, 2e13])
+def test_noise_sd_for_a_large_theta(theta: float) -> None:
+    # BUG (reported, not fixed here). By hand: sd = g sqrt(2q)/(1-q) = sqrt(2) theta
+    # (1 + O((g/theta)^2)), so at g/theta <= 1e-12 it is sqrt(2) theta to ~1e-24.
+    # Got: 1e9 -> +1.06e-5 relative, 1e12 -> -2.3e-2, 2e13 -> ZeroDivisionError.
+    plan = ReleasePlan(theta, 1.0, 1.0, -10, "g", VP)
+    assert math.isclose(plan.noise_sd(), math.sqrt(2) * theta, rel_tol=1e-9)
 
 
 def test_draw_is_on_the_grid_and_has_the_stated_sd(issue_plan: ReleasePlan) -> None:

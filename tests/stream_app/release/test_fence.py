@@ -17,14 +17,16 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_app.broker import EmbeddedBroker, create_topics
 from stream_app.metrics import Metrics
-from stream_app.models import Partial
-from stream_app.release import Releaser, read_journal
+from stream_app.models import Partial, Release
+from stream_app.priors import public_priors
+from stream_app.release import Releaser
+from stream_app.release.journal import read_journal
 from stream_app.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-PARTS = {0: Partial(partition=0, sum_units=8, theta=1.0, spread=1.0, binding_pair="x",
-                    newest_ts=1.0)}  # X = 8 * 2**-2 = 2; charge = max(eps, spread/theta) = 1
+# X = 8 * 2**-2 = 2; one group uniform on {0, 1, 2}, value_presence: theta 2, charge 1
+PARTS = {0: Partial(partition=0, sum_units=8, newest_ts=1.0)}
 
 
 def settings(broker: EmbeddedBroker, data_dir: Path, **kw: object) -> Settings:
@@ -38,7 +40,7 @@ def settings(broker: EmbeddedBroker, data_dir: Path, **kw: object) -> Settings:
 
 
 def releaser(s: Settings) -> Releaser:
-    return Releaser(s, Metrics.create(), lambda: PARTS, lambda: True)
+    return Releaser(s, Metrics.create(), public_priors(s), lambda: PARTS, lambda: True)
 
 
 async def _two_owners(broker: EmbeddedBroker, tmp: Path) -> None:
@@ -61,7 +63,7 @@ async def _two_owners(broker: EmbeddedBroker, tmp: Path) -> None:
     finally:
         await a.stop()
         await b.stop()
-    journal = await read_journal(settings(broker, tmp / "c"))
+    journal = await read_journal(settings(broker, tmp / "c"), "releases", Release)
     assert [r.seq for r in journal] == [1, 2, 3, 4]
     assert [r.epsilon_spent for r in journal] == [1.0, 2.0, 3.0, 4.0]
 
@@ -123,7 +125,7 @@ async def _journal_lost(broker: EmbeddedBroker, tmp: Path) -> None:
         assert await b.release_once() is None and b.exhausted
     finally:
         await b.stop()
-    assert [r.seq for r in await read_journal(s)] == [3]
+    assert [r.seq for r in await read_journal(s, s.topic_releases, Release)] == [3]
 
 
 def test_budget_survives_loss_of_the_journal(broker: EmbeddedBroker, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The release agent's logic on a real broker, without Faust: budget, journal restore, theta 0."""
+"""The release agent on a real broker, without Faust: budget, journal restore, theta 0,
+learning rounds on the priors topic."""
 
 from __future__ import annotations
 
@@ -7,27 +8,35 @@ from pathlib import Path
 
 import pytest
 
+from core.auditor import audit
+from core.distribution import Distribution, point_zero
 from stream_app.broker import EmbeddedBroker, create_topics
 from stream_app.metrics import Metrics
-from stream_app.models import Partial
-from stream_app.release import Releaser, combine, read_journal
+from stream_app.models import Partial, PriorsRecord, Release
+from stream_app.priors import PublicPriors, public_priors
+from stream_app.release import Releaser, combine
+from stream_app.release.journal import read_journal
 from stream_app.settings import Settings
-from tests.kafka_helpers import consume_all, json_values
 
 pytestmark = pytest.mark.integration
 
 
-def partial(p: int, units: int, theta: float, spread: float, pair: str | None = "x") -> Partial:
-    return Partial(partition=p, sum_units=units, theta=theta, spread=spread, binding_pair=pair,
-                   newest_ts=1.0)
+def partial(p: int, units: int, groups: dict[str, list[int]] | None = None) -> Partial:
+    return Partial(partition=p, sum_units=units, group_units=groups or {}, newest_ts=1.0)
 
 
 def test_combine_is_exact_in_grid_units() -> None:
-    parts = {0: partial(0, 3, 1.0, 2.0, "a"), 1: partial(1, -1, 4.0, 1.0, "b"),
-             2: partial(2, 10**20, 0.5, 0.5)}
-    total, theta, spread, binding, newest = combine(parts)
-    assert (total, theta, spread, binding, newest) == (2 + 10**20, 4.0, 2.0, "b", 1.0)
-    assert combine({}) == (0, 0.0, 0.0, None, 0.0)
+    parts = {0: partial(0, 3, {"a": [1, 2]}), 1: partial(1, -1, {"a": [5, 0], "b": [1, 1]}),
+             2: partial(2, 10**20)}
+    total, groups, newest = combine(parts)
+    assert (total, groups, newest) == (2 + 10**20, {"a": [6, 2], "b": [1, 1]}, 1.0)
+    assert combine({}) == (0, {}, 0.0)
+
+
+def releaser(s: Settings, parts: dict[int, Partial], owner: object = lambda: True,
+             priors: PublicPriors | None = None) -> Releaser:
+    return Releaser(s, Metrics.create(), priors or public_priors(s), lambda: parts,
+                    owner)  # type: ignore[arg-type]
 
 
 def settings(broker: EmbeddedBroker, **kw: object) -> Settings:
@@ -42,10 +51,10 @@ def settings(broker: EmbeddedBroker, **kw: object) -> Settings:
 async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
     await create_topics(broker.bootstrap, {"releases": 1})
     s = settings(broker, budget_total=3.5, data_dir=data_dir)
-    parts = {0: partial(0, 10, 2.0, 2.0), 1: partial(1, 6, 1.0, 1.0)}  # X = 16 * 0.25 = 4
-    m1 = Metrics.create()
+    parts = {0: partial(0, 10), 1: partial(1, 6)}  # X = 16 * 0.25 = 4
     owner = {"yes": True}
-    r1 = Releaser(s, m1, lambda: parts, lambda: owner["yes"])
+    # one group "default", uniform on {0, 1, 2}: value_presence theta = 2 / eps, charge 1
+    r1 = releaser(s, parts, lambda: owner["yes"])
     try:
         owner["yes"] = False
         assert await r1.release_once() is None  # not the owner: nothing happens
@@ -53,13 +62,15 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
         first = [await r1.release_once() for _ in range(2)]
         assert [r.seq for r in first if r] == [1, 2]
         assert [r.epsilon_spent for r in first if r] == [1.0, 2.0]
-        assert all(r is not None and r.theta == 2.0 and r.binding_pair == "x" for r in first)
+        assert all(r is not None and r.theta == 2.0 and r.binding_pair == "value_presence"
+                   and r.binding_group == "default" and r.charge == 1.0 and r.priors_seq == 0
+                   for r in first)
     finally:
         await r1.stop()
 
     # a restarted releaser continues from the journal: same budget, next seq, no republish
-    m2 = Metrics.create()
-    r2 = Releaser(s, m2, lambda: parts, lambda: True)
+    r2 = releaser(s, parts)
+    m2 = r2.metrics
     try:
         third = await r2.release_once()
         assert third is not None and third.seq == 3 and third.epsilon_spent == 3.0
@@ -69,14 +80,14 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert await r2.release_once() is None
     finally:
         await r2.stop()
-    journal = await read_journal(s)
+    journal = await read_journal(s, s.topic_releases, Release)
     assert [r.seq for r in journal] == [1, 2, 3]
     assert [r.epsilon_spent for r in journal] == [1.0, 2.0, 3.0]
     for r in journal:
         assert (r.noisy_sum * 4).is_integer()  # on the 2**-2 grid
 
     # a third releaser sees the exhausted budget only when the next charge does not fit
-    r3 = Releaser(s, Metrics.create(), lambda: parts, lambda: True)
+    r3 = releaser(s, parts)
     try:
         assert await r3.release_once() is None and r3.last_seq == 3
     finally:
@@ -87,23 +98,61 @@ def test_budget_exhaustion_and_journal_restore(broker: EmbeddedBroker, tmp_path:
     asyncio.run(_budget_and_restore(broker, tmp_path / "data"))
 
 
-async def _zero_theta_and_every(broker: EmbeddedBroker, data_dir: Path) -> None:
-    await create_topics(broker.bootstrap, {"releases": 1})
-    s = settings(broker, release_every_events=5, data_dir=data_dir)
-    parts: dict[int, Partial] = {0: partial(0, 4, 0.0, 0.0, None)}
-    r = Releaser(s, Metrics.create(), lambda: parts, lambda: True)
+async def _zero_theta(broker: EmbeddedBroker, data_dir: Path) -> None:
+    await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
+    s = settings(broker, data_dir=data_dir)
+    nothing = PublicPriors(laws={"default": point_zero()}, default_group="default")
+    r = releaser(s, {0: partial(0, 4)}, priors=nothing)
     try:
+        assert r.plan.theta == 0.0
         assert await r.release_once() is None  # theta 0 would expose the exact sum
-        parts[0] = partial(0, 4, 1.0, 1.0)
-        await r.count_events(3)
-        assert r.last_seq == 0
-        await r.count_events(2)  # 5 new events: an early release
-        assert r.last_seq == 1
+        assert r.last_seq == 0 and r.accountant.spent == 0
     finally:
         await r.stop()
-    got = json_values(await consume_all(broker.bootstrap, "releases", timeout=3, min_count=1))
-    assert [g["seq"] for g in got] == [1] and got[0]["theta"] == 1.0
 
 
-def test_zero_theta_and_release_every_events(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    asyncio.run(_zero_theta_and_every(broker, tmp_path / "data"))
+def test_zero_theta_never_releases(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_zero_theta(broker, tmp_path / "data"))
+
+
+async def _learning(broker: EmbeddedBroker, data_dir: Path) -> None:
+    await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
+    s = settings(broker, data_dir=data_dir, groups=["a", "b"], default_group="a",
+                 pairs=["distribution_presence", "distribution_change"], epsilon_learn=0.5,
+                 budget_total=10.0, learn_min_mass=1.0, prior_floor=0.1,
+                 release_period_seconds=1.0, learn_period_seconds=2.0)
+    units = 2**16
+    # group a: 400 users all at 2; group b: 400 users at 0; nobody in other bins
+    parts = {0: partial(0, 800 * 4, {"a": [0, 0, 400 * units], "b": [400 * units, 0, 0]})}
+    r = releaser(s, parts)
+    try:
+        assert await r.on_clock() is not None  # tick 1: a release, no round due yet
+        assert r.priors_seq == 0
+        release = await r.on_clock()  # tick 2: a learning round first, then the release
+        assert release is not None and release.priors_seq == 1
+    finally:
+        await r.stop()
+    rounds = await read_journal(s, s.topic_priors, PriorsRecord)
+    assert sorted(p.group for p in rounds) == ["a", "b"] and {p.seq for p in rounds} == {1}
+    laws = {p.group: Distribution.from_points(p.support, p.probs) for p in rounds}
+    # 400 users in one bin against noise of scale 4: the law is (1 - 0.1) on it + 0.1/3 each
+    assert laws["a"].prob(2.0) == pytest.approx(0.9 + 0.1 / 3, abs=0.05)
+    assert laws["b"].prob(0.0) == pytest.approx(0.9 + 0.1 / 3, abs=0.05)
+    releases = await read_journal(s, s.topic_releases, Release)
+    assert [x.priors_seq for x in releases] == [0, 1]
+    # the second release's theta is the exact theta of the published laws: every public pair
+    # passes the audit at it and the binding one fails just below it
+    pairs = [(laws["a"], point_zero()), (laws["b"], point_zero()), (laws["a"], laws["b"])]
+    theta = releases[1].theta
+    assert max(audit(x, y, theta).loss for x, y in pairs) <= 1.0 * (1 + 1e-9)
+    assert max(audit(x, y, theta * 0.999).loss for x, y in pairs) > 1.0
+    # charges: release, learning round, release -- one accountant, in the journals
+    assert rounds[0].epsilon_spent == pytest.approx(releases[0].charge + 0.5)
+    assert releases[1].epsilon_spent == pytest.approx(
+        releases[0].charge + 0.5 + releases[1].charge)
+
+
+def test_learning_round_publishes_every_group_and_recalibrates(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    asyncio.run(_learning(broker, tmp_path / "data"))

@@ -1,0 +1,181 @@
+"""The attacker's test (issue 10): runs on inputs that differ in ONE user's secret publish the
+same everything but the noise.
+
+Declared priors: every release field except noisy_sum and ts is identical seq by seq across a
+base run and three neighbours (one user more, one user in another group, one user's values
+changed), and `pufferfish plan` on the same settings gives the published theta and charge.
+Learned priors: the priors topic carries only the noisy laws, and every release's theta is the
+one core computes from the priors topic and the settings alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.distribution import Distribution
+from core.plan import release_plan
+from core.policy import PairKind, Rule
+from stream_app.broker import EmbeddedBroker, create_topics
+from tests.kafka_helpers import consume_all, json_values
+from tests.stream_app.worker_proc import (
+    REPO,
+    Worker,
+    send,
+    start_worker,
+    wait_handled,
+    wait_until,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+LAWS = {
+    "g1": {"support": [0, 1, 2], "probs": [0.6, 0.3, 0.1]},
+    "g2": {"support": [0, 1, 2], "probs": [0.2, 0.3, 0.5]},
+    "g3": {"support": [0, 8], "probs": [0.5, 0.5]},
+}
+DOMAIN = list(range(9))
+PAIRS = ["distribution_presence", "distribution_change"]
+RELEASES = 4
+NOISE_FIELDS = {"noisy_sum", "ts"}
+
+
+def _events(tag: str, variant: str) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+    """Joins and reports of the base population, changed in one user's secret by `variant`."""
+    now = time.time()
+    groups = {"u1": "g1", "u2": "g1", "u3": "g2", "u4": "g2", "u5": "g1"}
+    values = {"u1": [0, 1], "u2": [2], "u3": [1, 2, 2], "u4": [0], "u5": [1]}
+    if variant == "one_more":
+        groups["x"], values["x"] = "g3", [8, 8]
+    elif variant == "other_group":
+        groups["u5"] = "g2"
+    elif variant == "other_values":
+        values["u5"] = [2, 0, 2]
+    joins = [(u, {"user_id": u, "event": "join", "group": g, "ts": now}) for u, g in groups.items()]
+    reports = [
+        (u, {"user_id": u, "value": v, "report_id": f"{tag}-{u}-{k}", "ts": now + k})
+        for u, vs in values.items() for k, v in enumerate(vs)
+    ]
+    return joins, reports
+
+
+def _topics(tag: str) -> dict[str, str]:
+    return {f"topic_{t}": f"{t}-{tag}" for t in
+            ("reports", "membership", "releases", "priors", "deadletter", "partials")}
+
+
+def _settings(tag: str, priors: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "app_id": f"nb-{tag}", **_topics(tag), "input_partitions": "2", "domain": DOMAIN,
+        "pairs": PAIRS, "epsilon": "0.5", "priors_file": str(priors),
+        "release_period_seconds": "0.5", "budget_total": "1000", **extra,
+    }
+
+
+def _releases(bootstrap: str, tag: str, count: int) -> list[dict]:
+    def got() -> list[dict]:
+        return json_values(asyncio.run(consume_all(bootstrap, f"releases-{tag}", timeout=1.0)))
+
+    wait_until(lambda: len(got()) >= count, 90, f"{count} releases of run {tag}")
+    return got()[:count]
+
+
+def _plan(settings: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    config = tmp_path / "plan.json"
+    config.write_text(json.dumps(settings))  # the same values the worker got from its env
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-m", "stream_app", "plan", "--config", str(config),
+                           "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def test_declared_neighbours_publish_the_same_fields(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps(LAWS))
+    variants = ["base", "one_more", "other_group", "other_values"]
+    workers: list[Worker] = []
+    try:
+        for tag in variants:
+            asyncio.run(create_topics(broker.bootstrap, {f"reports-{tag}": 2,
+                                                          f"membership-{tag}": 2}))
+            env = worker_env(broker, tmp_path, **_settings(tag, priors))
+            workers.append(start_worker(env, tmp_path, f"w-{tag}"))
+        for tag, worker in zip(variants, workers, strict=True):
+            joins, reports = _events(tag, tag)
+            n = send(broker.bootstrap, f"membership-{tag}", joins)
+            wait_handled([worker], n, timeout=90)
+            n += send(broker.bootstrap, f"reports-{tag}", reports)
+            wait_handled([worker], n, timeout=90)
+        runs = {tag: _releases(broker.bootstrap, tag, RELEASES) for tag in variants}
+    finally:
+        for worker in workers:
+            worker.stop()
+    base = runs["base"]
+    for tag, records in runs.items():
+        for mine, theirs in zip(records, base, strict=True):
+            assert {k: v for k, v in mine.items() if k not in NOISE_FIELDS} == {
+                k: v for k, v in theirs.items() if k not in NOISE_FIELDS}, tag
+    first = base[0]
+    assert first["binding_group"] == "g3" and first["binding_pair"] == "distribution_presence"
+    assert first["theta"] == pytest.approx(9.6177, rel=1e-4)  # issue 10's measurement
+    plan = _plan(_settings("base", priors), tmp_path)
+    assert plan["theta"] == first["theta"] and plan["charge_per_release"] == first["charge"]
+    assert plan["binding_group"] == "g3"
+
+
+def test_learned_theta_is_recomputed_from_the_priors_topic(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps(LAWS))
+    tag = "learned"
+    asyncio.run(create_topics(broker.bootstrap, {f"reports-{tag}": 2, f"membership-{tag}": 2}))
+    settings = _settings(tag, priors, prior_source="learned", learn_period_seconds="1",
+                         epsilon_learn="1", learn_min_mass="1", prior_floor="0.1")
+    worker = start_worker(worker_env(broker, tmp_path, **settings), tmp_path, "w")
+    try:
+        joins, reports = _events(tag, "base")
+        n = send(broker.bootstrap, f"membership-{tag}", joins)
+        n += send(broker.bootstrap, f"reports-{tag}", reports)
+        wait_handled([worker], n, timeout=90)
+
+        def rounds() -> list[dict]:
+            return json_values(asyncio.run(consume_all(broker.bootstrap, f"priors-{tag}", 1.0)))
+
+        wait_until(lambda: len({r["seq"] for r in rounds()}) >= 3, 90, "3 learning rounds")
+        releases = _releases(broker.bootstrap, tag, 8)
+        published = rounds()
+    finally:
+        worker.stop()
+    for r in published:
+        assert set(r) == {"seq", "ts", "group", "support", "probs", "epsilon_learn",
+                          "epsilon_spent"}
+        # a learned law lives on the domain; a group with too little noisy mass republishes
+        # its previous (here: declared) law
+        assert r["epsilon_learn"] == 1.0 and set(r["support"]) <= set(DOMAIN)
+    assert {r["group"] for r in published} == set(LAWS)
+    assert any(r["priors_seq"] >= 1 for r in releases)
+    for release in releases:
+        laws = {g: Distribution.from_points(law["support"], law["probs"])
+                for g, law in LAWS.items()}
+        newest: dict[str, int] = {}
+        for r in published:
+            if r["seq"] <= release["priors_seq"] and r["seq"] >= newest.get(r["group"], 0):
+                laws[r["group"]] = Distribution.from_points(r["support"], r["probs"])
+                newest[r["group"]] = r["seq"]
+        plan = release_plan(laws, [PairKind(p) for p in PAIRS], Rule.EXACT, 0.5, -10)
+        assert release["theta"] == plan.theta, release
+        assert release["charge"] == plan.charge()
