@@ -19,7 +19,8 @@ from stream_app.demo import SETTLE_SECONDS, Event, Population, main
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = re.compile(
-    r"^release seq=(\d+) theta=(\S+) noisy_sum=(\S+) epsilon_left=(\S+)$", re.MULTILINE
+    r"^release seq=(\d+) theta=(\S+) noisy_sum=(\S+) priors_seq=(\d+) epsilon_left=(\S+)$",
+    re.MULTILINE,
 )
 
 
@@ -36,6 +37,11 @@ def _simulate(users: int, events: int, step: float, seed: int = 1) -> list[tuple
         if event is not None:
             out.append((now, event))
     return out
+
+
+LEARNING_ROUND = re.compile(
+    r"^learning round seq=(\d+) group=(\S+) epsilon_learn=(\S+) law=\{.*\}$", re.MULTILINE
+)
 
 
 def test_population_respects_membership_and_replays_rows_in_order() -> None:
@@ -175,7 +181,7 @@ def _cleanup(proc: subprocess.Popen[str], pids: list[int]) -> None:
 @pytest.mark.timeout(150)
 def test_demo_end_to_end_and_sigint() -> None:
     proc, out = _start_demo("--duration", "40", "--users", "50", "--rate", "200",
-                            "--release-period", "2")
+                            "--release-period", "2", "--learn-period", "4")
     pids: list[int] = []
     try:
         pids = _child_pids(out)
@@ -183,6 +189,8 @@ def test_demo_end_to_end_and_sigint() -> None:
         assert metrics_url, out.text
         releases = out.wait_for(RELEASE.pattern, 3, timeout=60)
         assert len(releases) >= 3, out.text
+        rounds = out.wait_for(LEARNING_ROUND.pattern, 1, timeout=30)
+        assert rounds, out.text
         assert proc.poll() is None, "demo ended before it could be interrupted:\n" + out.text
 
         with urllib.request.urlopen(metrics_url[0].group(1), timeout=5) as resp:
@@ -203,7 +211,8 @@ def test_demo_end_to_end_and_sigint() -> None:
     for pid in pids:
         assert not _alive(pid), f"process {pid} left over:\n{text}"
 
-    parsed = [(int(m[1]), float(m[2]), float(m[4])) for m in RELEASE.finditer(text)]
+    parsed = [(int(m[1]), float(m[2]), float(m[5])) for m in RELEASE.finditer(text)]
+    assert max(int(m[4]) for m in RELEASE.finditer(text)) >= 1  # theta from a learning round
     seqs = [p[0] for p in parsed]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert all(theta > 0 for _, theta, _ in parsed)

@@ -156,3 +156,29 @@ def test_learning_round_publishes_every_group_and_recalibrates(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     asyncio.run(_learning(broker, tmp_path / "data"))
+
+
+async def _exhaustion(broker: EmbeddedBroker, data_dir: Path) -> None:
+    await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
+    # bound rule, value_presence on a floored law over {0, 1, 2}: theta 2, charge exactly 1
+    s = settings(broker, data_dir=data_dir, rule="bound", epsilon_learn=0.5, budget_total=3.0,
+                 release_period_seconds=1.0, learn_period_seconds=1.0, learn_min_mass=0.0)
+    r = releaser(s, {0: partial(0, 4, {"default": [0, 2**16, 0]})})
+    try:
+        first, second = await r.on_clock(), await r.on_clock()  # 0.5 + 1, then 0.5 + 1 = 3
+        assert first is not None and second is not None and second.epsilon_spent == 3.0
+        for _ in range(3):  # the next learning round (0.5) no longer fits: nothing at all
+            assert await r.on_clock() is None
+        assert r.exhausted and r.metrics.budget_exhausted._value.get() == 1
+    finally:
+        await r.stop()
+    rounds = await read_journal(s, s.topic_priors, PriorsRecord)
+    releases = await read_journal(s, s.topic_releases, Release)
+    assert [p.seq for p in rounds] == [1, 2] and [x.seq for x in releases] == [1, 2]
+    assert [p.epsilon_spent for p in rounds] == [0.5, 2.0]
+    assert [x.epsilon_spent for x in releases] == [1.5, 3.0]
+    assert all(x.charge == 1.0 and x.theta == 2.0 for x in releases)
+
+
+def test_exhaustion_stops_releases_and_learning(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_exhaustion(broker, tmp_path / "data"))
