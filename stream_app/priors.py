@@ -24,11 +24,17 @@ FALLBACK_GROUP = "default"
 def load_priors(path: Path) -> dict[str, Distribution]:
     """``{group: {support, probs}}`` from a JSON file; PufferfishInputError naming the field."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise PufferfishInputError("priors_file", f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise PufferfishInputError("priors_file", f"is not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise PufferfishInputError("priors_file", "is not UTF-8 text") from None
+    except RecursionError:
+        raise PufferfishInputError("priors_file", "is nested too deeply") from None
+    except ValueError as exc:  # a duplicate key, or an integer beyond Python's digit limit
+        raise PufferfishInputError("priors_file", f"is not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or not doc:
         raise PufferfishInputError(
             "priors_file", "must be a non-empty object {group: {support, probs}}"
@@ -41,6 +47,15 @@ def load_priors(path: Path) -> dict[str, Distribution]:
             out[str(group)] = Distribution.model_validate(spec)
         except PufferfishInputError as exc:
             raise PufferfishInputError(f"priors_file.{group}.{exc.field}", exc.message) from None
+    return out
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice")
+        out[key] = value
     return out
 
 
@@ -62,7 +77,7 @@ def public_priors(settings: Settings) -> PublicPriors:
     declared = load_priors(s.priors_file) if s.priors_file is not None else {}
     domain = set(s.domain)
     for group, law in declared.items():
-        outside = [x for x in law.positive_support() if x not in domain]
+        outside = [x for x in law.support if x not in domain]
         if outside:
             raise PufferfishInputError(
                 f"priors_file.{group}.support", f"{outside[0]:g} is not in the domain"

@@ -115,3 +115,12 @@ def save_state(path: Path, state: LocalState) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def merged(mine: LocalState | None, on_disk: LocalState | None) -> LocalState | None:
+    """The file may have been written by another worker sharing data_dir: keep the max."""
+    if mine is None or on_disk is None:
+        return mine or on_disk
+    best = on_disk if on_disk.accountant.spent > mine.accountant.spent else mine
+    return LocalState(max(mine.last_seq, on_disk.last_seq), best.accountant, best.last_release,
+                      max(mine.last_priors_seq, on_disk.last_priors_seq))

@@ -29,22 +29,20 @@ import time
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 
-from aiokafka import AIOKafkaProducer
-
 from core.budget import Accountant, BudgetExhausted
 from core.plan import ReleasePlan, rounds_due
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.priors import PublicPriors, learner_for, plan_for
-from stream_app.release.journal import Journal, bounded, quietly
-from stream_app.release.local_state import LocalState, load_state, save_state, state_path
+from stream_app.release.journal import Journal, bounded
+from stream_app.release.local_state import LocalState, load_state, merged, save_state, state_path
 from stream_app.release.pause import PauseGuard
+from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
 from stream_app.release.restore import accountant_at_least, restore
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SEND_TIMEOUT_MS = 15000
 # Safety net over a whole tick (journal reads + sends); a cancelled send burns its seq.
 TICK_LIMIT_SECONDS = 30.0 + SEND_TIMEOUT_MS / 1000 + 60.0
 
@@ -78,7 +76,7 @@ class Releaser:
         self._partials = partials
         self._is_owner = is_owner
         self._lock = asyncio.Lock()
-        self._producer: AIOKafkaProducer | None = None
+        self.publisher = Publisher(s, metrics)
         self._releases = Journal(s, s.topic_releases, Release)
         self._priors = Journal(s, s.topic_priors, PriorsRecord)
         self.state_file = state_path(s)
@@ -105,14 +103,9 @@ class Releaser:
 
     async def stop(self) -> None:
         self.pause.stop()
-        await self._drop_producer()
+        await self.publisher.stop()
         await self._releases.close()
         await self._priors.close()
-
-    async def _drop_producer(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await quietly(producer.stop(), "release producer stop")
 
     def _recalibrate(self) -> ReleasePlan:
         started = time.perf_counter()
@@ -125,7 +118,7 @@ class Releaser:
         generation = self.pause.generation
         releases = await self._releases.read_all()
         priors = await self._priors.read_all()
-        self._local = _newer(self._local, load_state(self.state_file))
+        self._local = merged(self._local, load_state(self.state_file))
         got = restore(self.settings.budget_total, releases, priors, self._local,
                       self.accountant, self.last_seq, self.initial.laws)
         self.accountant, self.last_seq = got.accountant, got.last_seq
@@ -229,16 +222,14 @@ class Releaser:
             return None
         return await action()  # type: ignore[misc]
 
-    async def _ready_to_draw(self, charge: float) -> AIOKafkaProducer | None:
+    async def _ready_to_draw(self, charge: float) -> bool:
         if not self.synced:
-            return None
+            return False
         if not self.accountant.can_spend(charge):
             self._mark_exhausted(f"the next charge would be {charge:g}")
-            return None
-        producer = await self._get_producer()  # no charge while the broker is unreachable
-        if self.pause.holding() or not await self._fence():
-            return None
-        return producer
+            return False
+        await self.publisher.ready()  # no charge while the broker is unreachable
+        return not self.pause.holding() and await self._fence()
 
     def _intent(self, record: Release | None = None) -> bool:
         """Write the local high-water file before anything is sent; False if it failed."""
@@ -253,19 +244,6 @@ class Releaser:
             return False
         return True
 
-    async def _send(self, producer: AIOKafkaProducer, topic: str, payload: bytes) -> bool:
-        try:
-            # aiokafka can keep retrying a batch whose connection died: bound the wait too
-            await bounded(producer.send_and_wait(topic, payload, partition=0),
-                          f"{topic} send", SEND_TIMEOUT_MS / 1000 + 10.0)
-        except Exception as exc:  # noqa: BLE001 - broker trouble must not kill the worker
-            self.metrics.broker_errors.inc()
-            await self._drop_producer()
-            log.error("%s record not acknowledged (%s); its seq is skipped", topic,
-                      type(exc).__name__)
-            return False
-        return True
-
     async def _release(self) -> Release | None:
         s, plan = self.settings, self.plan
         if plan.theta <= 0:
@@ -276,8 +254,7 @@ class Releaser:
                 self._said_zero_theta = True
             return None
         charge = plan.charge()
-        producer = await self._ready_to_draw(charge)
-        if producer is None:
+        if not await self._ready_to_draw(charge):
             return None
         total_units, _, newest = combine(self._partials())
         value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
@@ -297,7 +274,7 @@ class Releaser:
             return None
         self._own.add((s.topic_releases, record.seq, record.ts))
         self._set_budget_metrics()
-        if not await self._send(producer, s.topic_releases, to_bytes(record)):
+        if not await self.publisher.send(s.topic_releases, to_bytes(record)):
             return None
         self.metrics.releases.inc()
         self.metrics.theta.set(plan.theta)
@@ -308,8 +285,7 @@ class Releaser:
     async def _learn(self) -> list[PriorsRecord] | None:
         s, learner = self.settings, self.learner
         assert learner is not None
-        producer = await self._ready_to_draw(learner.charge())
-        if producer is None:
+        if not await self._ready_to_draw(learner.charge()):
             return None
         _, sums, _ = combine(self._partials())
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
@@ -328,7 +304,7 @@ class Releaser:
         self._own.update((s.topic_priors, r.seq, r.ts) for r in records)
         self._set_budget_metrics()
         for record in records:
-            if not await self._send(producer, s.topic_priors, to_bytes(record)):
+            if not await self.publisher.send(s.topic_priors, to_bytes(record)):
                 return None
         self.laws = {g: got.law for g, got in learned.items()}
         self.priors_seq = seq
@@ -337,26 +313,3 @@ class Releaser:
         self.metrics.learning_rounds.inc()
         self.metrics.priors_seq.set(seq)
         return records
-
-    async def _get_producer(self) -> AIOKafkaProducer:
-        if self._producer is None:
-            producer = AIOKafkaProducer(
-                **self.settings.aiokafka_kwargs(), acks="all", linger_ms=0,
-                request_timeout_ms=SEND_TIMEOUT_MS,
-            )
-            try:
-                await bounded(producer.start(), "release producer start")
-            except BaseException:
-                await quietly(producer.stop(), "release producer stop")
-                raise
-            self._producer = producer
-        return self._producer
-
-
-def _newer(mine: LocalState | None, on_disk: LocalState | None) -> LocalState | None:
-    """The file may have been written by another worker sharing data_dir: keep the max."""
-    if mine is None or on_disk is None:
-        return mine or on_disk
-    best = on_disk if on_disk.accountant.spent > mine.accountant.spent else mine
-    return LocalState(max(mine.last_seq, on_disk.last_seq), best.accountant, best.last_release,
-                      max(mine.last_priors_seq, on_disk.last_priors_seq))

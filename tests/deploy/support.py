@@ -34,6 +34,7 @@ EXPECTED_TOPICS = {
     "reports": 4,
     "membership": 4,
     "releases": 1,
+    "priors": 1,
     "deadletter": 1,
     "pufferfish-partials": 1,
 }

@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from stream_app.runner import wanted_topics
 from stream_app.settings import Settings
 from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml, settings_from_env
 
@@ -103,17 +104,12 @@ def test_init_service_creates_the_topics_the_app_expects(compose: dict[str, Any]
     assert created == EXPECTED_TOPICS
     # the releases topic is the budget journal: it must never expire
     assert re.search(r"create\s+releases\s+1\s+.*--config retention\.ms=-1", script)
+    assert re.search(r"create\s+priors\s+1\s+.*--config retention\.ms=-1", script)
     assert "--if-not-exists" in script and "kafka-topics.sh" in script
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     # ... and the worker's settings name exactly these topics with these partition counts.
     worker_settings = _worker_settings(compose)
-    assert {
-        worker_settings.topic_reports: worker_settings.input_partitions,
-        worker_settings.topic_membership: worker_settings.input_partitions,
-        worker_settings.topic_releases: 1,
-        worker_settings.topic_deadletter: 1,
-        worker_settings.topic_partials: 1,
-    } == EXPECTED_TOPICS
+    assert wanted_topics(worker_settings) == EXPECTED_TOPICS
 
 
 def _worker_settings(compose: dict[str, Any]) -> Settings:
