@@ -19,11 +19,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
+
+from stream_app.topics import TopicSetupError
+from stream_app.topics import create_topics as _create_topics
 
 HOST = "127.0.0.1"
 # Kafka error codes a CreateTopics answer may carry for a topic that is already there.
-_TOPIC_ALREADY_EXISTS = 36
 
 
 class BrokerError(RuntimeError):
@@ -130,48 +132,11 @@ async def topic_partitions(bootstrap: str) -> dict[str, int]:
 
 
 async def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
-    """Create `topics` ({name: partitions}); existing ones are fine if their partition count fits.
-
-    Raises BrokerError naming the topic on a partition-count mismatch or a refused creation.
-    """
-    for name, partitions in topics.items():
-        if not name or partitions < 1:
-            raise BrokerError(f"topic {name!r}: need a name and partitions >= 1, got {partitions}")
-    existing = await topic_partitions(bootstrap)
-    missing = [name for name in topics if name not in existing]
-    if missing:
-        admin = await _admin(bootstrap, request_timeout_ms=10_000)
-        try:
-            response = await admin.create_topics(
-                [NewTopic(name, topics[name], replication_factor=1) for name in missing]
-            )
-        finally:
-            await _close_quietly(admin)
-        for name, code, *_ in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise BrokerError(f"topic {name!r}: broker refused creation (Kafka error {code})")
-    await _verify_partitions(bootstrap, topics)
-
-
-async def _verify_partitions(
-    bootstrap: str, topics: Mapping[str, int], timeout: float = 10.0
-) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        existing = await topic_partitions(bootstrap)
-        wrong = {n: existing.get(n) for n, p in topics.items() if existing.get(n) != p}
-        if not wrong:
-            return
-        # A topic that exists with another count will never fix itself: fail at once.
-        mismatched = {n: c for n, c in wrong.items() if c is not None}
-        if mismatched or time.monotonic() > deadline:
-            detail = ", ".join(
-                f"{n!r} has {c} partitions, expected {topics[n]}" if c is not None
-                else f"{n!r} missing after creation"
-                for n, c in wrong.items()
-            )
-            raise BrokerError(f"topic partition check failed: {detail}")
-        await asyncio.sleep(0.1)
+    """stream_app.topics.create_topics on a plaintext broker; BrokerError naming the topic."""
+    try:
+        await _create_topics({"bootstrap_servers": bootstrap}, topics)
+    except TopicSetupError as exc:
+        raise BrokerError(str(exc)) from None
 
 
 class _EarlyExit(BrokerError):

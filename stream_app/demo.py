@@ -30,8 +30,8 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.broker import BrokerError, EmbeddedBroker, create_topics, free_port
-from stream_app.runner import wanted_topics
+from stream_app.broker import BrokerError, EmbeddedBroker, free_port
+from stream_app.topics import ensure_topics
 
 PROG = "pufferfish"
 DOMAIN = tuple(float(v) for v in range(1, 17))  # adult education-num: 1..16
@@ -292,7 +292,7 @@ class _Demo:
             broker_rebalance_timeout=6,
             broker_heartbeat_interval=1,
         )
-        await create_topics(broker.bootstrap, wanted_topics(settings))
+        await ensure_topics(settings)
         self._start_worker(settings)
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         _say(f"metrics: {self.metrics_url}")

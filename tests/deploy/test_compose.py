@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from stream_app.runner import wanted_topics
 from stream_app.settings import Settings
+from stream_app.topics import wanted_topics
 from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml, settings_from_env
 
 SCHEMA = Path(__file__).with_name("compose_spec.json")
