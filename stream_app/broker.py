@@ -39,7 +39,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """True when nothing listens on HOST:port right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((HOST, port))
@@ -202,7 +203,7 @@ class EmbeddedBroker:
         raise AssertionError("unreachable")
 
     def _launch(self) -> None:
-        if not _port_free(self.port):
+        if not port_free(self.port):
             raise _EarlyExit(f"port {self.port} on {HOST} is already in use")
         listener = f"tcp://{self.bootstrap}"
         cmd = [

@@ -15,12 +15,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +26,9 @@ from typing import IO, Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.broker import BrokerError, EmbeddedBroker, free_port
+from stream_app.broker import BrokerError, EmbeddedBroker, free_port, port_free
+from stream_app.metrics import scrape, totals
 from stream_app.topics import ensure_topics
 
 PROG = "pufferfish"
@@ -177,19 +175,10 @@ def _check(args: argparse.Namespace) -> None:
             raise DemoArgumentError(name, f"must be a finite number > 0, got {value}")
     if not 0 <= args.metrics_port <= 65535:
         raise DemoArgumentError("metrics-port", f"must be in 0..65535, got {args.metrics_port}")
-    if args.metrics_port and not _port_free(args.metrics_port):
+    if args.metrics_port and not port_free(args.metrics_port):
         raise DemoArgumentError(
             "metrics-port", f"127.0.0.1:{args.metrics_port} is in use (0 picks a free port)"
         )
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _say(line: str) -> None:
@@ -445,7 +434,7 @@ class _Demo:
         """Keeps self.metrics and self.processed (events the worker took in) fresh."""
         loop = asyncio.get_running_loop()
         while not self.stop.is_set():
-            metrics = await loop.run_in_executor(None, _scrape, self.metrics_url)
+            metrics = totals(await loop.run_in_executor(None, scrape, self.metrics_url))
             if metrics:
                 self.metrics = metrics
                 self.processed = int(
@@ -518,17 +507,3 @@ def _tail(path: Path, lines: int) -> list[str]:
     except OSError:
         return []
     return text.rstrip("\n").splitlines()[-lines:]
-
-
-def _scrape(url: str) -> dict[str, float]:
-    """Sample totals by metric name (label values summed); empty if /metrics does not answer."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    return totals

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import urllib.request
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+# (sample name, sorted label pairs) -> value
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 # joins and leaves share one label: separate counters would give the exact population
 EVENT_KINDS = ("report", "membership")
@@ -114,3 +119,25 @@ class Metrics:
     def serve(self, host: str = "127.0.0.1", port: int = 9102) -> None:
         """Expose /metrics. Loopback unless the operator binds elsewhere explicitly."""
         start_http_server(port, addr=host, registry=self.registry)
+
+
+def scrape(url: str, timeout: float = 2.0) -> Samples:
+    """Every sample of a /metrics page ({} while it does not answer): the one parser."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def totals(samples: Samples) -> dict[str, float]:
+    """Sample values summed over labels, by sample name."""
+    out: dict[str, float] = {}
+    for (name, _), value in samples.items():
+        out[name] = out.get(name, 0.0) + value
+    return out
