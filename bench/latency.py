@@ -54,7 +54,7 @@ from bench.throughput import (
     topic_names,
     wait_for,
 )
-from stream_app.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker, create_topics
 
 NAME = "latency"
 EPS = 1e6  # noise of a few units: the noisy sum shows which marker value it holds

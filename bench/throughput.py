@@ -39,7 +39,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import _common
-from stream_app.broker import EmbeddedBroker, create_topics, free_port
+from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
 
 NAME = "throughput"
 REPO = Path(__file__).resolve().parents[1]

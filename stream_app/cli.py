@@ -25,7 +25,7 @@ EXIT_ENVIRONMENT_ERROR = 1
 FORWARDED: dict[str, tuple[str, str]] = {
     "run": ("stream_app.runner", "run the streaming service"),
     "plan": ("stream_app.planning", "theta, charge and budget lifetime of a configuration"),
-    "demo": ("stream_app.demo", "run the end-to-end demo on an embedded broker"),
+    "demo": ("stream_app.local.demo", "run the end-to-end demo on an embedded broker"),
     "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
 }
 

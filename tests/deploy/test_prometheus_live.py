@@ -28,7 +28,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.broker import EmbeddedBroker
+from stream_app.local.broker import EmbeddedBroker
 from tests.deploy.support import (
     DASHBOARD,
     PROMETHEUS_CONFIG,

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from stream_app.broker import create_topics, free_port
+from stream_app.local.broker import create_topics, free_port
 from tests.kafka_helpers import consume_all, read_to_end
 
 REPO = Path(__file__).resolve().parents[2]
@@ -444,8 +444,8 @@ class RestartableTansu:
         return f"kafka://{self.bootstrap}"
 
     def start(self, timeout: float = 30.0) -> RestartableTansu:
-        from stream_app.broker import tansu_binary
-        from stream_app.broker import wait_ready as broker_ready
+        from stream_app.local.broker import tansu_binary
+        from stream_app.local.broker import wait_ready as broker_ready
 
         listener = f"tcp://{self.bootstrap}"
         with open(self.log_path, "ab") as log:

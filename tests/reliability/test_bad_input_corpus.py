@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker
+from stream_app.local.broker import EmbeddedBroker
 from stream_app.models import RAW_TRUNCATE_BYTES
 from tests.reliability.harness import (
     Topics,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker, free_port
+from stream_app.local.broker import EmbeddedBroker, free_port
 from tests.reliability.harness import (
     Topics,
     Worker,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker, free_port
+from stream_app.local.broker import EmbeddedBroker, free_port
 from tests.reliability.harness import (
     Topics,
     Worker,

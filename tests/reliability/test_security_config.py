@@ -22,7 +22,7 @@ import faust
 import pytest
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
-from stream_app.broker import EmbeddedBroker
+from stream_app.local.broker import EmbeddedBroker
 from stream_app.settings import Settings
 from tests.reliability.harness import Topics, Worker, create, worker_env
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from stream_app.broker import (
+from stream_app.local.broker import (
     BrokerError,
     EmbeddedBroker,
     create_topics,

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream_app.demo import SETTLE_SECONDS, Event, Population, main
+from stream_app.local.demo import main
+from stream_app.local.population import SETTLE_SECONDS, Event, Population
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = re.compile(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker, create_topics, free_port, topic_partitions
+from stream_app.local.broker import EmbeddedBroker, create_topics, free_port, topic_partitions
 from tests.stream_app.worker_proc import (
     REPO,
     scrape,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker, create_topics
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import (
     Reference,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker, create_topics
 from tests.stream_app.test_worker_restart import all_releases, check_consistent, check_journal
 from tests.stream_app.worker_proc import (
     Reference,

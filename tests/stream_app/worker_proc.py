@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
-from stream_app.broker import EmbeddedBroker, free_port
+from stream_app.local.broker import EmbeddedBroker, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from stream_app.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker, create_topics
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, Release
 from stream_app.priors import public_priors

@@ -10,7 +10,7 @@ import pytest
 
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from stream_app.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker, create_topics
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, PriorsRecord, Release
 from stream_app.priors import PublicPriors, public_priors

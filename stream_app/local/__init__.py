@@ -1,0 +1,1 @@
+"""Local tooling, not the worker: the embedded Kafka-protocol broker (tansu) and the demo."""
