@@ -29,16 +29,14 @@ import time
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 
-from core.budget import Accountant, BudgetExhausted
 from core.plan import ReleasePlan, rounds_due
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.priors import PublicPriors, learner_for, plan_for
 from stream_app.release.journal import Journal, bounded
-from stream_app.release.local_state import LocalState, load_state, merged, save_state, state_path
+from stream_app.release.ledger import Ledger
 from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
-from stream_app.release.restore import accountant_at_least, restore
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,16 +77,11 @@ class Releaser:
         self.publisher = Publisher(s, metrics)
         self._releases = Journal(s, s.topic_releases, Release)
         self._priors = Journal(s, s.topic_priors, PriorsRecord)
-        self.state_file = state_path(s)
-        self._local = load_state(self.state_file)  # corrupt -> PufferfishInputError at start
-        self.accountant = Accountant(s.budget_total)
-        self.last_seq = 0
-        self.last_priors_seq = 0
+        self.ledger = Ledger(s, metrics)
         self.priors_seq = 0
         self.laws = dict(priors.laws)
         self.plan: ReleasePlan = self._recalibrate()
         self.synced = False
-        self.exhausted = False
         self._own: set[tuple[str, int, float]] = set()  # (topic, seq, ts) sent since the sync
         self._said_zero_theta = False
         self._ticks = 0  # public-clock ticks seen by this worker
@@ -118,25 +111,17 @@ class Releaser:
         generation = self.pause.generation
         releases = await self._releases.read_all()
         priors = await self._priors.read_all()
-        self._local = merged(self._local, load_state(self.state_file))
-        got = restore(self.settings.budget_total, releases, priors, self._local,
-                      self.accountant, self.last_seq, self.initial.laws)
-        self.accountant, self.last_seq = got.accountant, got.last_seq
-        self.last_priors_seq = max(self.last_priors_seq, got.last_priors_seq)
-        self.exhausted = False
-        if got.exhausted:
-            self._mark_exhausted(got.exhausted)
+        got = self.ledger.restore(releases, priors, self.initial.laws)
         if got.laws != self.laws or got.priors_seq != self.priors_seq:
             self.laws, self.priors_seq = got.laws, got.priors_seq
             self.plan = self._recalibrate()
-        self._set_budget_metrics()
         self.metrics.priors_seq.set(self.priors_seq)
         if releases:
             self.metrics.theta.set(releases[-1].theta)
         self._own.clear()
         self.synced = generation == self.pause.generation
         log.info("journals restored: last seq %d, priors round %d, epsilon spent %g",
-                 self.last_seq, self.priors_seq, self.accountant.spent)
+                 self.ledger.last_seq, self.priors_seq, self.ledger.accountant.spent)
 
     async def _fence(self) -> bool:
         """True when nobody else has published since our last read of the journals."""
@@ -146,31 +131,11 @@ class Releaser:
             foreign += [r for r in await journal.drain() if (topic, r.seq, r.ts) not in self._own]
         if not foreign:
             return True
-        for r in foreign:
-            if isinstance(r, Release):
-                self.last_seq = max(self.last_seq, r.seq)
-            else:
-                self.last_priors_seq = max(self.last_priors_seq, r.seq)
-        spent = max(r.epsilon_spent for r in foreign)
-        if spent > self.accountant.spent:
-            try:
-                self.accountant = accountant_at_least(self.settings.budget_total, spent)
-            except BudgetExhausted:
-                self._mark_exhausted("another worker spent the budget")
+        self.ledger.adopt(foreign)
         self.invalidate()
         log.warning("another worker published (seq %d): this tick is skipped and the journals "
                     "are re-read", max(r.seq for r in foreign))
         return False
-
-    def _mark_exhausted(self, why: str) -> None:
-        if not self.exhausted:
-            log.warning("privacy budget exhausted (%s): releases and learning stop", why)
-        self.exhausted = True
-        self.metrics.budget_exhausted.set(1)
-
-    def _set_budget_metrics(self) -> None:
-        self.metrics.epsilon_spent.set(self.accountant.spent)
-        self.metrics.epsilon_remaining.set(max(self.accountant.remaining, 0.0))
 
     # --- ticks -------------------------------------------------------------------------------
     async def on_clock(self) -> Release | None:
@@ -193,7 +158,7 @@ class Releaser:
             if due > self._learned_through:
                 if await self._learn() is not None:
                     self._learned_through = due
-                if self.exhausted or not self.synced:
+                if self.ledger.exhausted or not self.synced:
                     return None  # e.g. the fence saw another owner: skip the whole tick
         return await self._release()
 
@@ -218,31 +183,15 @@ class Releaser:
             await self._sync()
             if not self.synced or not self._is_owner():
                 return None
-        if self.exhausted:
+        if self.ledger.exhausted:
             return None
         return await action()  # type: ignore[misc]
 
     async def _ready_to_draw(self, charge: float) -> bool:
-        if not self.synced:
-            return False
-        if not self.accountant.can_spend(charge):
-            self._mark_exhausted(f"the next charge would be {charge:g}")
+        if not self.synced or not self.ledger.affordable(charge):
             return False
         await self.publisher.ready()  # no charge while the broker is unreachable
         return not self.pause.holding() and await self._fence()
-
-    def _intent(self, record: Release | None = None) -> bool:
-        """Write the local high-water file before anything is sent; False if it failed."""
-        self._local = LocalState(self.last_seq, self.accountant,
-                                 record or (self._local.last_release if self._local else None),
-                                 self.last_priors_seq)
-        try:
-            save_state(self.state_file, self._local)
-        except OSError as exc:
-            log.error("not sent: the local budget file could not be written (%s)",
-                      type(exc).__name__)
-            return False
-        return True
 
     async def _release(self) -> Release | None:
         s, plan = self.settings, self.plan
@@ -260,20 +209,18 @@ class Releaser:
         value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
         noisy = plan.draw(value)
-        self.accountant.spend(charge)
-        self.last_seq += 1  # burnt even if the send fails: a seq never carries two values
+        seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         record = Release(
-            seq=self.last_seq, ts=now, noisy_sum=noisy, theta=plan.theta,
-            epsilon=s.epsilon, epsilon_spent=self.accountant.spent,
-            epsilon_remaining=max(self.accountant.remaining, 0.0),
+            seq=seq, ts=now, noisy_sum=noisy, theta=plan.theta,
+            epsilon=s.epsilon, epsilon_spent=books.spent,
+            epsilon_remaining=max(books.remaining, 0.0),
             pairs=[p.value for p in s.pairs], rule=s.rule.value,
             binding_pair=plan.binding_pair.value if plan.binding_pair else None,
             binding_group=plan.binding_group, priors_seq=self.priors_seq, charge=charge,
         )
-        if not self._intent(record):
+        if not self.ledger.intent(record):
             return None
         self._own.add((s.topic_releases, record.seq, record.ts))
-        self._set_budget_metrics()
         if not await self.publisher.send(s.topic_releases, to_bytes(record)):
             return None
         self.metrics.releases.inc()
@@ -290,19 +237,16 @@ class Releaser:
         _, sums, _ = combine(self._partials())
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
         learned = learner.draw(sums, self.laws)
-        self.accountant.spend(learner.charge())
-        self.last_priors_seq += 1  # burnt even if a send fails
-        seq = self.last_priors_seq
+        seq = self.ledger.charge_round(learner.charge())
         records = [
             PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
                          probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
-                         epsilon_spent=self.accountant.spent)
+                         epsilon_spent=self.ledger.accountant.spent)
             for group, got in sorted(learned.items())
         ]
-        if not self._intent():
+        if not self.ledger.intent():
             return None
         self._own.update((s.topic_priors, r.seq, r.ts) for r in records)
-        self._set_budget_metrics()
         for record in records:
             if not await self.publisher.send(s.topic_priors, to_bytes(record)):
                 return None

@@ -54,7 +54,7 @@ async def _two_owners(broker: EmbeddedBroker, tmp: Path) -> None:
         assert r2 is not None and r2.seq == 2 and r2.epsilon_spent == 2.0
         # a still believes it owns the partition with seq 1: its fence sees b's seq 2
         assert await a.release_once() is None
-        assert a.last_seq == 2 and not a.synced
+        assert a.ledger.last_seq == 2 and not a.synced
         r3 = await a.release_once()  # re-reads the journal, then continues
         assert r3 is not None and r3.seq == 3 and r3.epsilon_spent == 3.0
         assert await b.release_once() is None  # and now b's fence sees a's seq 3
@@ -122,7 +122,7 @@ async def _journal_lost(broker: EmbeddedBroker, tmp: Path) -> None:
         r = await b.release_once()
         assert r is not None and r.seq == 3 and r.epsilon_spent == 3.0
         assert r.epsilon_remaining == 0.0
-        assert await b.release_once() is None and b.exhausted
+        assert await b.release_once() is None and b.ledger.exhausted
     finally:
         await b.stop()
     assert [r.seq for r in await read_journal(s, s.topic_releases, Release)] == [3]

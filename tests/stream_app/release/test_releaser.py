@@ -76,7 +76,7 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert third is not None and third.seq == 3 and third.epsilon_spent == 3.0
         assert third.epsilon_remaining == 0.5
         assert await r2.release_once() is None  # 3 + 1 > 3.5: refused
-        assert r2.exhausted and m2.budget_exhausted._value.get() == 1
+        assert r2.ledger.exhausted and m2.budget_exhausted._value.get() == 1
         assert await r2.release_once() is None
     finally:
         await r2.stop()
@@ -89,7 +89,7 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
     # a third releaser sees the exhausted budget only when the next charge does not fit
     r3 = releaser(s, parts)
     try:
-        assert await r3.release_once() is None and r3.last_seq == 3
+        assert await r3.release_once() is None and r3.ledger.last_seq == 3
     finally:
         await r3.stop()
 
@@ -106,7 +106,7 @@ async def _zero_theta(broker: EmbeddedBroker, data_dir: Path) -> None:
     try:
         assert r.plan.theta == 0.0
         assert await r.release_once() is None  # theta 0 would expose the exact sum
-        assert r.last_seq == 0 and r.accountant.spent == 0
+        assert r.ledger.last_seq == 0 and r.ledger.accountant.spent == 0
     finally:
         await r.stop()
 
@@ -169,7 +169,7 @@ async def _exhaustion(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert first is not None and second is not None and second.epsilon_spent == 3.0
         for _ in range(3):  # the next learning round (0.5) no longer fits: nothing at all
             assert await r.on_clock() is None
-        assert r.exhausted and r.metrics.budget_exhausted._value.get() == 1
+        assert r.ledger.exhausted and r.metrics.budget_exhausted._value.get() == 1
     finally:
         await r.stop()
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)

@@ -1,0 +1,107 @@
+"""The release agent's books: the accountant, the last seqs, exhaustion, the local intent file.
+
+Every charge is recorded in the local high-water file (stream_app.release.local_state) before
+anything is sent, so a crash at any point leaves a file that counts at least every record the
+journals can hold; a failed send burns its seq and keeps its charge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from core.budget import Accountant, BudgetExhausted
+from core.distribution import Distribution
+from stream_app.metrics import Metrics
+from stream_app.models import PriorsRecord, Release
+from stream_app.release.local_state import LocalState, load_state, merged, save_state, state_path
+from stream_app.release.restore import Restored, accountant_at_least, restore
+from stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Ledger:
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.state_file = state_path(settings)
+        self._local = load_state(self.state_file)  # corrupt -> PufferfishInputError at start
+        self.accountant = Accountant(settings.budget_total)
+        self.last_seq = 0
+        self.last_priors_seq = 0
+        self.exhausted = False
+
+    def restore(
+        self,
+        releases: Sequence[Release],
+        priors: Sequence[PriorsRecord],
+        initial: Mapping[str, Distribution],
+    ) -> Restored:
+        """Adopt the max over the journals, the local file and what is known (stream_app.release
+        .restore); the laws in force are returned for the releaser."""
+        self._local = merged(self._local, load_state(self.state_file))
+        got = restore(self.settings.budget_total, releases, priors, self._local,
+                      self.accountant, self.last_seq, initial)
+        self.accountant, self.last_seq = got.accountant, got.last_seq
+        self.last_priors_seq = max(self.last_priors_seq, got.last_priors_seq)
+        self.exhausted = False
+        if got.exhausted:
+            self.mark_exhausted(got.exhausted)
+        self.publish_metrics()
+        return got
+
+    def adopt(self, foreign: Sequence[Release | PriorsRecord]) -> None:
+        """Records another owner published: never reuse their seqs or undercount their spend."""
+        for r in foreign:
+            if isinstance(r, Release):
+                self.last_seq = max(self.last_seq, r.seq)
+            else:
+                self.last_priors_seq = max(self.last_priors_seq, r.seq)
+        spent = max((r.epsilon_spent for r in foreign), default=0.0)
+        if spent > self.accountant.spent:
+            try:
+                self.accountant = accountant_at_least(self.settings.budget_total, spent)
+            except BudgetExhausted:
+                self.mark_exhausted("another worker spent the budget")
+
+    def affordable(self, charge: float) -> bool:
+        if self.accountant.can_spend(charge):
+            return True
+        self.mark_exhausted(f"the next charge would be {charge:g}")
+        return False
+
+    def charge_release(self, charge: float) -> int:
+        """Spend and burn the next release seq (a seq never carries two values)."""
+        self.accountant.spend(charge)
+        self.last_seq += 1
+        return self.last_seq
+
+    def charge_round(self, charge: float) -> int:
+        """Spend and burn the next learning-round seq."""
+        self.accountant.spend(charge)
+        self.last_priors_seq += 1
+        return self.last_priors_seq
+
+    def intent(self, record: Release | None = None) -> bool:
+        """Write the local high-water file before anything is sent; False if it failed."""
+        last = record or (self._local.last_release if self._local else None)
+        self._local = LocalState(self.last_seq, self.accountant, last, self.last_priors_seq)
+        try:
+            save_state(self.state_file, self._local)
+        except OSError as exc:
+            log.error("not sent: the local budget file could not be written (%s)",
+                      type(exc).__name__)
+            return False
+        self.publish_metrics()
+        return True
+
+    def mark_exhausted(self, why: str) -> None:
+        if not self.exhausted:
+            log.warning("privacy budget exhausted (%s): releases and learning stop", why)
+        self.exhausted = True
+        self.metrics.budget_exhausted.set(1)
+
+    def publish_metrics(self) -> None:
+        self.metrics.epsilon_spent.set(self.accountant.spent)
+        self.metrics.epsilon_remaining.set(max(self.accountant.remaining, 0.0))
