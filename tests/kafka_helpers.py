@@ -90,6 +90,23 @@ async def read_to_end(
         await consumer.stop()
 
 
+async def delete_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
+    """Delete `topic` and return once the broker no longer lists it."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()
+    deadline = time.monotonic() + timeout
+    while topic in await topic_partitions(bootstrap):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {topic} deleted")
+        await asyncio.sleep(0.1)
+
+
 def json_values(records: Iterable[ConsumerRecord[bytes, bytes]]) -> list[Any]:
     return [json.loads(r.value) for r in records if r.value is not None]
 

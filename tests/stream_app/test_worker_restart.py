@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import time
@@ -12,16 +13,18 @@ from pathlib import Path
 import pytest
 
 from stream_app.broker import EmbeddedBroker, create_topics
-from tests.kafka_helpers import consume_all, json_values
+from tests.kafka_helpers import PacedProducer, consume_all, json_values
 from tests.stream_app.worker_proc import (
     Reference,
     barrier,
+    handled,
     noise_bound,
     send,
     start_worker,
-    wait_until,
+    wait_handled,
     worker_env,
 )
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -41,7 +44,7 @@ def check_consistent(bootstrap: str, ref: Reference, since: float) -> list[dict]
     def fresh() -> list[dict]:
         return [r for r in all_releases(bootstrap) if r["ts"] > since]
 
-    wait_until(lambda: len(fresh()) >= 3, 40, "releases after the drain")
+    wait_for(lambda: len(fresh()) >= 3, 60, "3 releases after the drain")
     got = fresh()
     theta, x = ref.theta(), ref.x()
     for r in got:
@@ -105,10 +108,17 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
         assert after[len(before)]["seq"] == before[-1]["seq"] + 1
         assert after[len(before)]["epsilon_spent"] > before[-1]["epsilon_spent"]
 
-        # SIGKILL mid-stream: send more, kill while it may still be working, restart
-        send(broker.bootstrap, "reports", reports("c", 40))
-        time.sleep(0.1)
-        worker.stop(signal.SIGKILL)
+        # SIGKILL mid-stream: reports keep arriving while the worker is killed (some handled,
+        # the last chunks held back until after the kill), whatever the worker's speed
+        feed = [("reports", u.encode(), json.dumps(v).encode()) for u, v in reports("c", 40)]
+        chunks = [feed[i:i + 5] for i in range(0, len(feed), 5)]
+        start = handled([worker])
+        with PacedProducer(broker.bootstrap, chunks, hold=2, pace=0.1) as producer:
+            wait_handled([worker], start + 5)
+            at_kill = handled([worker])
+            worker.stop(signal.SIGKILL)
+            producer.release()
+        assert start + 5 <= at_kill < start + len(feed), (start, at_kill)
         before = all_releases(broker.bootstrap)
         worker = start_worker(env, tmp_path, "w3")
         send(broker.bootstrap, "reports", reports("d", 20) + sent[10:15])
