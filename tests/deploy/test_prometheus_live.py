@@ -40,6 +40,7 @@ from tests.deploy.support import (
     rule_exprs,
 )
 from tests.kafka_helpers import produce_json
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -185,20 +186,14 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, timeout: float) -> boo
 
 
 def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
+    def guard() -> None:
         if worker.proc.poll() is not None:
             tail = worker.log.read_text()[-3000:]
-            pytest.fail(f"worker exited ({worker.proc.returncode}):\n{tail}")
-        try:
-            last = check()
-            if last:
-                return last
-        except OSError as exc:
-            last = exc
-        time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what} (last: {last!r})\n{worker.log.read_text()[-3000:]}")
+            pytest.fail(f"worker exited ({worker.proc.returncode}) while waiting for {what}:\n"
+                        f"{tail}")
+
+    return wait_for(check, timeout, what, 0.3, guard=guard, retry_on=(OSError,),
+                    detail=lambda: worker.log.read_text()[-3000:])
 
 
 def _consumed(worker: Worker, kind: str) -> float:
@@ -282,7 +277,7 @@ def test_prometheus_sees_what_the_worker_exports(
             got[expr] = sample[1]
         return got
 
-    seen = _wait_for("a Prometheus scrape after the gauges froze", scraped_after_freeze, 30, worker)
+    seen = _wait_for("a Prometheus scrape after the gauges froze", scraped_after_freeze, 60, worker)
     now = worker_samples(worker.metrics_port)
     assert {k: now[v] for k, v in KEY_SERIES.items()} == expected, "the worker moved meanwhile"
     assert seen == expected
@@ -312,6 +307,6 @@ def test_prometheus_sees_what_the_worker_exports(
         "the PufferfishBudgetExhausted alert",
         lambda: [a for a in json.loads(_get(f"http://127.0.0.1:{prometheus}/api/v1/alerts"))
                  ["data"]["alerts"] if a["labels"]["alertname"] == "PufferfishBudgetExhausted"],
-        30, worker,
+        60, worker,
     )
     assert alerts[0]["state"] == "firing"

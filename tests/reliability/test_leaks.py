@@ -114,10 +114,10 @@ def runs(broker_module: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
         for name, w in workers.items():
             topics = topic_sets[name]
             deadletters = wait_for_records(broker.bootstrap, topics.deadletter,
-                                           lambda r: len(r) >= 3, 30, "3 dead letters", w)
+                                           lambda r: len(r) >= 3, 60, "3 dead letters", w)
             n_before = len(read_json(broker.bootstrap, topics.releases, timeout=1.0))
             releases = wait_for_records(broker.bootstrap, topics.releases,
-                                        lambda r, n=n_before: len(r) >= n + 2, 30,
+                                        lambda r, n=n_before: len(r) >= n + 2, 60,
                                         "two releases after the last event", w)
             metrics = w.metrics_text() or ""
             sockets = procnet.listening(procnet.descendants(w.pid))

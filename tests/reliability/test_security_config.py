@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,9 +25,11 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from stream_app.broker import EmbeddedBroker
 from stream_app.settings import Settings
 from tests.reliability.harness import Topics, Worker, create, worker_env
+from tests.waiting import wait_for
 
 PASSWORD = "Pw-9zQ-s3cr3t-Xy7"
 USER = "svc-pufferfish"
+SASL_REFUSED = re.compile(r"Sasl\w*Error")  # aiokafka: UnsupportedSaslMechanismError
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +156,13 @@ def test_worker_start_up_log_never_contains_the_password(
         "PUFFERFISH_LOG_LEVEL": "debug",
     })
     worker = Worker(env, tmp_path, f"sasl-{protocol}").start()
-    deadline = time.monotonic() + 6  # the broker does not speak SASL: it fails and retries
-    while worker.alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    code = worker.stop()
+    # The broker refuses the SASL handshake: wait until the worker tried (and retried) it, the
+    # moment a careless log would print the password, or gave up and exited.
+    try:
+        wait_for(lambda: not worker.alive() or len(SASL_REFUSED.findall(worker.output())) >= 2,
+                 90, "two refused SASL handshakes in the worker log (or its exit)", 0.5)
+    finally:
+        code = worker.stop()
     text = worker.output()
     assert text.strip(), "the worker printed nothing at DEBUG level"
     encoded = [PASSWORD, base64.b64encode(PASSWORD.encode()).decode(),
