@@ -24,6 +24,7 @@ from tests.reliability.harness import (
     load_bad_records,
     membership,
     produce_raw,
+    read_all_json,
     read_json,
     report,
     wait_consumed,
@@ -176,10 +177,10 @@ def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: Embedd
             good_applied = True
         except AssertionError as exc:  # summarised below, then asserted
             good_applied, why = False, str(exc)
-        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=2.0)
         alive = worker.alive()
     finally:
         worker.stop()
+    deadletters = read_all_json(broker.bootstrap, topics.deadletter)
     crashed = "Traceback" in worker.output()
     print(f"\nRELIABILITY 5000-digit value: dead_letters={[d['reason'] for d in deadletters]}, "
           f"agent_crash_logged={crashed}, good_record_after_applied={good_applied}, alive={alive}")

@@ -145,7 +145,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
         wait_ready(w2)
         releases = _wait_for_sum(broker, topics, wl.expected_sum(), w2)
         states = users_changelog(broker.bootstrap, topics.app_id)
-        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=1.5)
+        deadletters = read_all_json(broker.bootstrap, topics.deadletter)
     finally:
         w2.stop()
 
@@ -214,7 +214,7 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
         assert feed.sent_at_release is not None and feed.sent_at_release < feed.total
         releases = _wait_for_sum(broker, topics, wl.expected_sum(), survivor, timeout=120)
         states = users_changelog(broker.bootstrap, topics.app_id)
-        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=1.5)
+        deadletters = read_all_json(broker.bootstrap, topics.deadletter)
         assert survivor.alive(), survivor.tail()
     finally:
         for w in (wa, wb):

@@ -101,7 +101,7 @@ async def _zero_theta_and_every(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert r.last_seq == 1
     finally:
         await r.stop()
-    got = json_values(await consume_all(broker.bootstrap, "releases", timeout=3, min_count=1))
+    got = json_values(await consume_all(broker.bootstrap, "releases", timeout=30, min_count=1))
     assert [g["seq"] for g in got] == [1] and got[0]["theta"] == 1.0
 
 

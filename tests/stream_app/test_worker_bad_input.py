@@ -76,7 +76,7 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
 
         expected = Counter(r for _, _, r in membership_bad + reports_bad if r is not None)
         letters = json_values(asyncio.run(consume_all(
-            broker.bootstrap, "deadletter", timeout=15, min_count=sum(expected.values()))))
+            broker.bootstrap, "deadletter", timeout=60, min_count=sum(expected.values()))))
         assert Counter(d["reason"] for d in letters) == expected
         by_topic = Counter((d["source_topic"], d["reason"]) for d in letters)
         assert by_topic[("membership", "malformed_json")] == 1

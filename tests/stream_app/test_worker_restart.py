@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.broker import EmbeddedBroker, create_topics
-from tests.kafka_helpers import PacedProducer, consume_all, json_values
+from tests.kafka_helpers import PacedProducer, consume_all, json_values, read_to_end
 from tests.stream_app.worker_proc import (
     Reference,
     barrier,
@@ -34,7 +34,13 @@ BUDGET = 10_000.0
 PARTS = 2
 
 
-def all_releases(bootstrap: str) -> list[dict]:
+def all_releases(bootstrap: str, at_least: int = 0) -> list[dict]:
+    """Releases in log order (one partition); with `at_least`, wait (bounded) for that many:
+    a timed read alone can stop short under load."""
+    if at_least:
+        recs = asyncio.run(consume_all(bootstrap, "releases", timeout=60, min_count=at_least))
+        assert len(recs) >= at_least, f"timed out after 60 s waiting for {at_least} releases"
+        return json_values(recs)
     return json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
 
 
@@ -95,7 +101,7 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
 
         assert worker.stop(signal.SIGTERM) == 0, worker.log()
-        before = all_releases(broker.bootstrap)
+        before = json_values(asyncio.run(read_to_end(broker.bootstrap, "releases")))  # no writer
         worker = start_worker(env, tmp_path, "w2")
         # users joined before the restart are still present; old report ids are still known
         send(broker.bootstrap, "reports", reports("b", 40) + sent[:5])
@@ -103,7 +109,7 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
         send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:2]])
         barrier(broker.bootstrap, PARTS, "b2")
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
-        after = all_releases(broker.bootstrap)
+        after = all_releases(broker.bootstrap, at_least=len(before) + 1)
         assert after[: len(before)] == before
         assert after[len(before)]["seq"] == before[-1]["seq"] + 1
         assert after[len(before)]["epsilon_spent"] > before[-1]["epsilon_spent"]
@@ -119,14 +125,14 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
             worker.stop(signal.SIGKILL)
             producer.release()
         assert start + 5 <= at_kill < start + len(feed), (start, at_kill)
-        before = all_releases(broker.bootstrap)
+        before = json_values(asyncio.run(read_to_end(broker.bootstrap, "releases")))  # no writer
         worker = start_worker(env, tmp_path, "w3")
         send(broker.bootstrap, "reports", reports("d", 20) + sent[10:15])
         barrier(broker.bootstrap, PARTS, "d", timeout=90)
         send(broker.bootstrap, "membership", [(users[0], ref.join(users[0]))])
         barrier(broker.bootstrap, PARTS, "d2")
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
-        after = all_releases(broker.bootstrap)
+        after = all_releases(broker.bootstrap, at_least=len(before) + 1)
         assert after[: len(before)] == before
         check_journal(after)
         assert worker.alive()

@@ -249,9 +249,10 @@ def barrier(bootstrap: str, partitions: int, tag: str, timeout: float = 60.0) ->
         ("membership", p) for p in range(partitions)
     }
 
+    got: set[tuple[str, int]] = set()  # across polls: a timed read may stop short under load
+
     def seen() -> bool:
-        got = set()
-        for d in json_values(asyncio.run(consume_all(bootstrap, "deadletter", timeout=0.5))):
+        for d in json_values(asyncio.run(consume_all(bootstrap, "deadletter", timeout=1.0))):
             if uid not in d["raw"]:
                 continue
             doc = json.loads(d["raw"])
