@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def own_pairs(ref: Reference, uid: str) -> list[tuple[Distribution, Distribution
 def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> list[dict]:
     """All releases, once at least `count` of them were published after `since`."""
 
-    def enough() -> list[dict]:
+    def enough() -> list[dict[str, Any]]:
         recs = json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
         return recs if len([r for r in recs if r["ts"] > since]) >= count else []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.broker import EmbeddedBroker, create_topics
-from tests.kafka_helpers import PacedProducer, consume_all, json_values, read_to_end
+from tests.kafka_helpers import PacedProducer, Record, consume_all, json_values, read_to_end
 from tests.stream_app.worker_proc import (
     Reference,
     barrier,
@@ -116,7 +116,8 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
 
         # SIGKILL mid-stream: reports keep arriving while the worker is killed (some handled,
         # the last chunks held back until after the kill), whatever the worker's speed
-        feed = [("reports", u.encode(), json.dumps(v).encode()) for u, v in reports("c", 40)]
+        feed: list[Record] = [("reports", u.encode(), json.dumps(v).encode())
+                              for u, v in reports("c", 40)]
         chunks = [feed[i:i + 5] for i in range(0, len(feed), 5)]
         start = handled([worker])
         with PacedProducer(broker.bootstrap, chunks, hold=2, pace=0.1) as producer:

@@ -109,7 +109,7 @@ def handled(workers: Iterable[Worker]) -> float:
     return total
 
 
-def wait_handled(workers: list[Worker], count: int, timeout: float = 60.0) -> None:
+def wait_handled(workers: list[Worker], count: float, timeout: float = 60.0) -> None:
     def guard() -> None:
         for w in workers:
             assert w.alive(), f"worker died while waiting for {count} records handled:\n{w.log()}"
