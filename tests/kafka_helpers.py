@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -89,6 +90,23 @@ async def read_to_end(
         await consumer.stop()
 
 
+async def delete_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
+    """Delete `topic` and return once the broker no longer lists it."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()
+    deadline = time.monotonic() + timeout
+    while topic in await topic_partitions(bootstrap):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {topic} deleted")
+        await asyncio.sleep(0.1)
+
+
 def json_values(records: Iterable[ConsumerRecord[bytes, bytes]]) -> list[Any]:
     return [json.loads(r.value) for r in records if r.value is not None]
 
@@ -111,3 +129,75 @@ async def produce_json(
     finally:
         await producer.stop()
     return sent
+
+
+Record = tuple[str, bytes | None, bytes]  # topic, key, value
+
+
+class PacedProducer:
+    """Produce `chunks` of records from a background thread, one chunk every `pace` seconds,
+    holding the last `hold` chunks back until `release()`.
+
+    This is how a test acts "mid-stream" whatever the worker's speed: input keeps arriving
+    while the test waits for its trigger and kills a worker, and the held-back chunks are
+    certain to be unsent at that moment. Use it as a context manager: leaving the block
+    releases the rest, waits for every ack, and re-raises a producer error.
+    """
+
+    def __init__(self, bootstrap: str, chunks: list[list[Record]], hold: int,
+                 pace: float = 0.1) -> None:
+        assert 0 < hold < len(chunks), "hold back some chunks, but not all"
+        self.bootstrap, self.chunks, self.hold, self.pace = bootstrap, chunks, hold, pace
+        self.sent = 0
+        self.sent_at_release: int | None = None
+        self._released = threading.Event()
+        self._abort = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="paced-producer", daemon=True)
+
+    @property
+    def total(self) -> int:
+        return sum(len(c) for c in self.chunks)
+
+    def __enter__(self) -> PacedProducer:
+        self._thread.start()
+        return self
+
+    def release(self) -> None:
+        """Let the held-back chunks go (e.g. right after the kill)."""
+        if not self._released.is_set():
+            self.sent_at_release = self.sent
+            self._released.set()
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self._abort.set()
+        self.release()
+        self._thread.join(timeout=120)
+        assert not self._thread.is_alive(), "timed out after 120 s waiting for the producer"
+        if self._error is not None and exc_type is None:
+            raise self._error
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            self._error = exc
+
+    async def _run(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
+        await producer.start()
+        try:
+            for i, chunk in enumerate(self.chunks):
+                if i >= len(self.chunks) - self.hold:
+                    while not self._released.is_set():
+                        await asyncio.sleep(0.02)
+                elif i:
+                    await asyncio.sleep(self.pace)  # the pace of the stream, not a guess
+                if self._abort.is_set():
+                    return
+                futures = [await producer.send(t, v, key=k) for t, k, v in chunk]
+                await asyncio.gather(*futures)
+                self.sent += len(chunk)
+        finally:
+            await producer.stop()

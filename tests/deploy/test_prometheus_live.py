@@ -40,6 +40,7 @@ from tests.deploy.support import (
     rule_exprs,
 )
 from tests.kafka_helpers import produce_json
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +114,7 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
         "PUFFERFISH_BUDGET_TOTAL": str(BUDGET_TOTAL),
         "PUFFERFISH_RELEASE_PERIOD_SECONDS": "1",
         "PUFFERFISH_PRIOR_SOURCE": "learned",
+        "PUFFERFISH_LEARN_PERIOD_SECONDS": "86400",  # no learning round: exact budget arithmetic
         # tansu workarounds (shared/kafka.md)
         "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
         "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
@@ -185,20 +187,14 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, timeout: float) -> boo
 
 
 def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
+    def guard() -> None:
         if worker.proc.poll() is not None:
             tail = worker.log.read_text()[-3000:]
-            pytest.fail(f"worker exited ({worker.proc.returncode}):\n{tail}")
-        try:
-            last = check()
-            if last:
-                return last
-        except OSError as exc:
-            last = exc
-        time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what} (last: {last!r})\n{worker.log.read_text()[-3000:]}")
+            pytest.fail(f"worker exited ({worker.proc.returncode}) while waiting for {what}:\n"
+                        f"{tail}")
+
+    return wait_for(check, timeout, what, 0.3, guard=guard, retry_on=(OSError,),
+                    detail=lambda: worker.log.read_text()[-3000:])
 
 
 def _consumed(worker: Worker, kind: str) -> float:
@@ -266,10 +262,9 @@ def test_prometheus_sees_what_the_worker_exports(
     assert expected["pufferfish_epsilon_remaining"] == pytest.approx(
         BUDGET_TOTAL - RELEASES_BEFORE_EXHAUSTION * EPSILON, abs=1e-9)
     assert expected["pufferfish_theta"] > 0 and math.isfinite(expected["pufferfish_theta"])
-    # value_presence: theta = max|a| / eps over reported values (Thm 2; exact rule is tight),
-    # whatever subset of the reports the last release had seen, a value in REPORT_VALUES.
-    assert any(
-        expected["pufferfish_theta"] * EPSILON == pytest.approx(v, rel=1e-6) for v in REPORT_VALUES)
+    # value_presence on the group's public law (uniform on the domain [0, 3] before any learning
+    # round): theta = max|a| / eps = 3 / eps (Thm 2; the exact rule is tight)
+    assert expected["pufferfish_theta"] * EPSILON == pytest.approx(3.0, rel=1e-6)
 
     job = 'job="pufferfish"'
 
@@ -282,7 +277,7 @@ def test_prometheus_sees_what_the_worker_exports(
             got[expr] = sample[1]
         return got
 
-    seen = _wait_for("a Prometheus scrape after the gauges froze", scraped_after_freeze, 30, worker)
+    seen = _wait_for("a Prometheus scrape after the gauges froze", scraped_after_freeze, 60, worker)
     now = worker_samples(worker.metrics_port)
     assert {k: now[v] for k, v in KEY_SERIES.items()} == expected, "the worker moved meanwhile"
     assert seen == expected
@@ -312,6 +307,6 @@ def test_prometheus_sees_what_the_worker_exports(
         "the PufferfishBudgetExhausted alert",
         lambda: [a for a in json.loads(_get(f"http://127.0.0.1:{prometheus}/api/v1/alerts"))
                  ["data"]["alerts"] if a["labels"]["alertname"] == "PufferfishBudgetExhausted"],
-        30, worker,
+        60, worker,
     )
     assert alerts[0]["state"] == "firing"

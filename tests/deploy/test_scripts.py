@@ -8,12 +8,12 @@ import re
 import shutil
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.deploy.support import ROOT
+from tests.waiting import wait_for
 
 SCRIPTS = [ROOT / "scripts" / "test.sh", ROOT / "scripts" / "demo.sh", ROOT / ".ci" / "run"]
 
@@ -127,11 +127,9 @@ exit 3
     )
     assert result.returncode == 3, result.stdout + result.stderr
     pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    survived = _running(pid)
-    if survived:
+    try:
+        wait_for(lambda: not _running(pid), 30, f"the leftover process {pid} to end", 0.1)
+    except AssertionError as exc:
         os.kill(pid, 9)
-    assert not survived, "the leftover process survived .ci/run"
+        raise AssertionError(f"the leftover process survived .ci/run: {exc}") from None
     assert "stopping leftover processes" in result.stderr

@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaProducer
 
 from stream_app.local.broker import create_topics, free_port
 from tests.kafka_helpers import consume_all, read_to_end
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -113,6 +114,8 @@ def worker_env(
         "PUFFERFISH_DOMAIN": "[0, 1, 2, 3, 4, 5]",
         "PUFFERFISH_PAIRS": '["value_presence"]',
         "PUFFERFISH_PRIOR_SOURCE": "learned",
+        # no learning round (it would charge the budget) unless a test asks for one
+        "PUFFERFISH_LEARN_PERIOD_SECONDS": "86400",
         "PUFFERFISH_AUTO_JOIN": "false",
         "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
         "PYTHONUNBUFFERED": "1",
@@ -236,21 +239,20 @@ def wait_until(
     predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.25,
     worker: Worker | None = None,
 ) -> Any:
-    """Poll `predicate` until truthy; on timeout AssertionError naming `what` (+ worker log)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if worker is not None and not worker.alive():
+    """Poll `predicate` until truthy; on timeout AssertionError naming `what` (+ worker log).
+    With `worker`, fail at once (with its log) if it exits while waiting."""
+    if worker is None:
+        return wait_for(predicate, timeout, what, step)
+
+    def guard() -> None:
+        if not worker.alive():
             raise AssertionError(
                 f"worker {worker.name} exited ({worker.proc and worker.proc.returncode}) "
                 f"while waiting for {what}:\n{worker.tail()}"
             )
-        if time.monotonic() > deadline:
-            extra = f"\nworker log tail:\n{worker.tail()}" if worker is not None else ""
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{extra}")
-        time.sleep(step)
+
+    return wait_for(predicate, timeout, what, step, guard=guard,
+                    detail=lambda: f"worker log tail:\n{worker.tail()}")
 
 
 def wait_ready(worker: Worker, timeout: float = 60.0) -> None:
@@ -356,9 +358,12 @@ def laplace_bound(theta: float, tail: float = 1e-9) -> float:
 
 # ---- observing state without touching the product -----------------------------------------
 
-async def _read_keyed(bootstrap: str, topic: str, timeout: float) -> list[tuple[Any, Any]]:
-    # to the end offsets, not for a fixed time: a timed read stops short under load
-    records = await read_to_end(bootstrap, topic, timeout=max(timeout, 60.0))
+async def _read_keyed(bootstrap: str, topic: str, to_end: bool) -> list[tuple[Any, Any]]:
+    if to_end:
+        # to the end offsets, not for a fixed time: a timed read stops short under load
+        records = await read_to_end(bootstrap, topic, timeout=120.0)
+    else:
+        records = await consume_all(bootstrap, topic, timeout=1.0)
     out = []
     for r in records:
         key = json.loads(r.key) if r.key else None
@@ -367,16 +372,19 @@ async def _read_keyed(bootstrap: str, topic: str, timeout: float) -> list[tuple[
     return out
 
 
-def users_changelog(bootstrap: str, app_id: str, timeout: float = 3.0
+def users_changelog(bootstrap: str, app_id: str, to_end: bool = True
                     ) -> dict[str, dict[str, Any]]:
     """Final per-user state from the users table's changelog topic (last record per key wins).
 
     This is how the test sees each user's histogram and latest value: the worker keeps them in
     a changelog-backed Faust table `users`; the changelog is what a restarted worker recovers
     from, so checking it checks exactly the state that survives a crash.
+
+    `to_end=False` reads for one second only: while a worker is still writing, that is a lower
+    bound on its progress (counts only grow), and returns in bounded time.
     """
     latest: dict[str, dict[str, Any]] = {}
-    for key, value in run(_read_keyed(bootstrap, f"{app_id}-users-changelog", timeout)):
+    for key, value in run(_read_keyed(bootstrap, f"{app_id}-users-changelog", to_end)):
         if key is None:
             continue
         if value is None:
@@ -384,6 +392,12 @@ def users_changelog(bootstrap: str, app_id: str, timeout: float = 3.0
         else:
             latest[key] = value
     return latest
+
+
+def read_all_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every record of `topic` up to its end (for a topic nobody writes to any more)."""
+    return [json.loads(r.value) for r in run(read_to_end(bootstrap, topic, timeout=120.0))
+            if r.value is not None]
 
 
 def wait_consumed(worker: Worker, kind: str, at_least: int, timeout: float = 60.0) -> None:

@@ -8,7 +8,6 @@ theta <= 5e-6, see test_crash_recovery.py).
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,13 @@ from tests.reliability.harness import (
     load_bad_records,
     membership,
     produce_raw,
+    read_all_json,
     read_json,
     report,
     wait_consumed,
     wait_for_records,
     wait_ready,
+    wait_until,
     worker_env,
 )
 
@@ -57,15 +58,6 @@ def _setup_population(broker: EmbeddedBroker, topics: Topics, worker: Worker) ->
     wait_consumed(worker, "report", len(setup))
     produce_raw(broker.bootstrap, [(topics.membership, b"cp-5", membership("cp-5", "leave", 40.0))])
     wait_consumed(worker, "membership", len(PRESENT) + 1)
-
-
-def _eventually(check: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def _dl_text(raw: bytes) -> str:
@@ -176,18 +168,24 @@ def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: Embedd
             (topics.reports, b"u1", poison),
             (topics.reports, b"u1", report("u1", 3, "after-poison", ts=60.0)),
         ])
-        good_applied = _eventually(lambda: any(
-            abs(r["noisy_sum"] - 3) <= laplace_bound(r["theta"])
-            for r in read_json(broker.bootstrap, topics.releases, timeout=1.0)), 25)
-        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=2.0)
+        why = ""
+        try:
+            wait_until(lambda: any(
+                abs(r["noisy_sum"] - 3) <= laplace_bound(r["theta"])
+                for r in read_json(broker.bootstrap, topics.releases, timeout=1.0)), 60,
+                "a release of the sum 3 (the good record after the poison one)", 0.5, worker)
+            good_applied = True
+        except AssertionError as exc:  # summarised below, then asserted
+            good_applied, why = False, str(exc)
         alive = worker.alive()
     finally:
         worker.stop()
+    deadletters = read_all_json(broker.bootstrap, topics.deadletter)
     crashed = "Traceback" in worker.output()
     print(f"\nRELIABILITY 5000-digit value: dead_letters={[d['reason'] for d in deadletters]}, "
           f"agent_crash_logged={crashed}, good_record_after_applied={good_applied}, alive={alive}")
     assert alive
-    assert good_applied, "the good record after the poison record was never applied"
+    assert good_applied, f"the good record after the poison record was never applied: {why}"
     assert [d["reason"] for d in deadletters] in (["malformed_json"], ["invalid_schema"],
                                                    ["out_of_domain"])
     assert "Traceback" not in worker.output(), worker.output()[-3000:]

@@ -67,7 +67,7 @@ def test_broker_stopped_and_restarted(tmp_path: Path) -> None:
         alive_samples, errors_during = [], errors_before
         deadline = time.monotonic() + OUTAGE_SECONDS
         while time.monotonic() < deadline:
-            time.sleep(1.0)
+            time.sleep(1.0)  # the scenario itself: the broker stays down OUTAGE_SECONDS
             alive_samples.append(worker.alive())
             if worker.alive():
                 errors_during = worker.metric("pufferfish_broker_errors_total") or errors_during

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from stream_app.local.broker import EmbeddedBroker, free_port
+from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     Topics,
     Worker,
@@ -25,9 +26,11 @@ from tests.reliability.harness import (
     create,
     laplace_bound,
     produce_raw,
+    read_all_json,
     read_json,
     users_changelog,
     wait_consumed,
+    wait_for_records,
     wait_ready,
     wait_until,
     worker_env,
@@ -85,15 +88,29 @@ def _summary(name: str, **counts: Any) -> None:
     print(f"\nRELIABILITY {name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
 
 
-@pytest.mark.timeout(180)
+def _release_owner(workers: list[Worker]) -> Worker | None:
+    """The one worker whose releases counter moves during a window of >= 2 release periods
+    (None while no single owner is visible; the caller polls this with wait_until)."""
+    before = [w.metric("pufferfish_releases_total") or 0 for w in workers]
+    time.sleep(1.2)  # the measurement window itself: 2.4 release periods of 0.5 s
+    after = [w.metric("pufferfish_releases_total") or 0 for w in workers]
+    moved = [w for w, x, y in zip(workers, before, after, strict=True) if y > x]
+    return moved[0] if len(moved) == 1 else None
+
+
+# Mid-stream kills: a PacedProducer feeds the reports (CHUNK per PACE seconds) while the test
+# waits for its kill trigger, and holds the last chunks back until after the kill, so input is
+# still arriving when the worker dies and some of it is certainly unsent, whatever its speed.
+CHUNK, PACE = 50, 0.1
+
+
+@pytest.mark.timeout(240)
 def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path: Path) -> None:
     broker = broker_module
     topics = Topics(partitions=2)
     create(broker.bootstrap, topics)
     wl = Workload.make(n_users=40, per_user=100, dup_every=25, seed=7)
-    first, second = wl.reports[:2000], wl.reports[2000:]
-    dups_first = [d for d in wl.duplicates if d in set(first)]
-    dups_second = [d for d in wl.duplicates if d not in set(first)]
+    chunks = wl.feed(topics, wl.reports, CHUNK)
 
     env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
     w1 = Worker(env, tmp_path, "before-crash").start()
@@ -101,22 +118,25 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
         wait_ready(w1)
         produce_raw(broker.bootstrap, wl.joins(topics))
         wait_consumed(w1, "membership", len(wl.users))
-        produce_raw(broker.bootstrap,
-                    Workload.encode(topics, first) + Workload.encode(topics, dups_first))
-        # Kill while the worker is in the middle of the first batch.
-        wait_consumed(w1, "report", 500, timeout=60)
-        consumed_at_kill = w1.metric("pufferfish_events_consumed_total", {"kind": "report"})
-        releases_before = read_json(broker.bootstrap, topics.releases, timeout=1.0)
-        w1.kill9()
+        with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 4, pace=PACE) as feed:
+            # Kill once the changelog (what a restart recovers) shows >= 500 accepted reports.
+            wait_until(lambda: accepted_total(users_changelog(
+                broker.bootstrap, topics.app_id, to_end=False)) >= 500,
+                90, ">= 500 reports accepted in the users changelog", 0.1, w1)
+            consumed_at_kill = w1.metric("pufferfish_events_consumed_total", {"kind": "report"})
+            w1.kill9()
+            feed.release()  # the rest of the workload arrives while no worker runs
     finally:
         w1.kill9()
-    assert consumed_at_kill is not None and consumed_at_kill < len(first), (
-        "the kill was not mid-stream; raise the workload size"
+    # The kill point, from what the dead worker left in the changelog (no worker writes now).
+    accepted_at_kill = accepted_total(users_changelog(broker.bootstrap, topics.app_id))
+    assert 0 < accepted_at_kill < len(wl.reports), (
+        f"the kill was not mid-stream: {accepted_at_kill} of {len(wl.reports)} reports accepted "
+        f"(sent at the kill: {feed.sent_at_release} of {feed.total} records)"
     )
+    releases_before = read_all_json(broker.bootstrap, topics.releases)
     eps_before = max((r["epsilon_spent"] for r in releases_before), default=0.0)
 
-    produce_raw(broker.bootstrap,
-                Workload.encode(topics, second) + Workload.encode(topics, dups_second))
     env2 = dict(env)
     env2["PUFFERFISH_METRICS_PORT"] = str(free_port())
     env2["PUFFERFISH_WEB_PORT"] = str(free_port())
@@ -125,7 +145,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
         wait_ready(w2)
         releases = _wait_for_sum(broker, topics, wl.expected_sum(), w2)
         states = users_changelog(broker.bootstrap, topics.app_id)
-        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=1.5)
+        deadletters = read_all_json(broker.bootstrap, topics.deadletter)
     finally:
         w2.stop()
 
@@ -134,7 +154,8 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
     accepted = accepted_total(states)
     absorbed = reasons["duplicate_report"] + reasons["already_present"]
     _summary("sigkill-restart", sent_reports=len(wl.reports), sent_duplicates=len(wl.duplicates),
-             killed_after_reports=consumed_at_kill, accepted=accepted,
+             killed_after_reports=consumed_at_kill, accepted_at_kill=accepted_at_kill,
+             sent_at_kill=feed.sent_at_release, accepted=accepted,
              deadlettered=len(deadletters), duplicates_absorbed=absorbed,
              lost=len(wl.reports) - accepted, releases=journal.releases,
              identical_seq_repeats=journal.identical_repeats, eps_before_crash=eps_before)
@@ -154,8 +175,6 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
     topics = Topics(partitions=4)
     create(broker.bootstrap, topics)
     wl = Workload.make(n_users=40, per_user=60, dup_every=20, seed=11, prefix="t")
-    first, second = wl.reports[:1600], wl.reports[1600:]
-    first_set = set(first)
     env_a = worker_env(broker.url, topics, tmp_path / "data-a", EXACT_SUM_SETTINGS)
     env_b = worker_env(broker.url, topics, tmp_path / "data-b", EXACT_SUM_SETTINGS)
     wa = Worker(env_a, tmp_path, "worker-a").start()
@@ -172,35 +191,30 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
 
         # Both workers must own input partitions before the kill, or the test proves nothing.
         wait_until(joins_seen, 90, "both workers consuming joins", 0.5, wa)
-        warm, rest = first[:len(wl.users)], first[len(wl.users):]
+        warm = wl.reports[:len(wl.users)]
         produce_raw(broker.bootstrap, Workload.encode(topics, warm))  # theta > 0: releases start
 
         # Kill the worker that owns the release partition (the harder case: the survivor must
         # take over input partitions AND the release agent, and re-read the journal).
-        def owner() -> Worker | None:
-            before = [w.metric("pufferfish_releases_total") or 0 for w in (wa, wb)]
-            time.sleep(1.2)
-            after = [w.metric("pufferfish_releases_total") or 0 for w in (wa, wb)]
-            moved = [w for w, x, y in zip((wa, wb), before, after, strict=True) if y > x]
-            return moved[0] if len(moved) == 1 else None
-
-        victim = wait_until(owner, 30, "the release owner", 0.1, wa)
+        victim = wait_until(lambda: _release_owner([wa, wb]), 60, "the release owner", 0.1, wa)
         survivor = wb if victim is wa else wa
         base = victim.metric("pufferfish_events_consumed_total", {"kind": "report"}) or 0
         assert base > 0, "the release owner owns no input partition"
-        produce_raw(broker.bootstrap, Workload.encode(topics, rest) + Workload.encode(
-            topics, [d for d in wl.duplicates if d in first_set]))
-        wait_until(lambda: (victim.metric("pufferfish_events_consumed_total",
-                                          {"kind": "report"}) or 0) >= base + 150,
-                   60, "victim processing reports", 0.05, victim)
-        victim_reports = victim.metric("pufferfish_events_consumed_total", {"kind": "report"})
-        releases_before = read_json(broker.bootstrap, topics.releases, timeout=1.0)
-        victim.kill9()
-        produce_raw(broker.bootstrap, Workload.encode(topics, second) + Workload.encode(
-            topics, [d for d in wl.duplicates if d not in first_set]))
+        chunks = wl.feed(topics, wl.reports[len(wl.users):], CHUNK)
+        with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 3, pace=PACE) as feed:
+            wait_until(lambda: (victim.metric("pufferfish_events_consumed_total",
+                                              {"kind": "report"}) or 0) >= base + 150,
+                       90, "the victim consuming 150 more reports", 0.05, victim)
+            victim_reports = victim.metric("pufferfish_events_consumed_total", {"kind": "report"})
+            releases_before = read_json(broker.bootstrap, topics.releases, timeout=1.0)
+            victim.kill9()
+            feed.release()
+        # mid-stream: the victim had taken part of the feed, and part of it was not even sent
+        assert victim_reports is not None and victim_reports >= base + 150
+        assert feed.sent_at_release is not None and feed.sent_at_release < feed.total
         releases = _wait_for_sum(broker, topics, wl.expected_sum(), survivor, timeout=120)
         states = users_changelog(broker.bootstrap, topics.app_id)
-        deadletters = read_json(broker.bootstrap, topics.deadletter, timeout=1.5)
+        deadletters = read_all_json(broker.bootstrap, topics.deadletter)
         assert survivor.alive(), survivor.tail()
     finally:
         for w in (wa, wb):
@@ -256,30 +270,30 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
                    60, "joins", 0.5, workers[0])
         produce_raw(broker.bootstrap, Workload.encode(topics, first))
 
-        def owner() -> Worker | None:
-            before = [w.metric("pufferfish_releases_total") or 0 for w in workers]
-            time.sleep(1.2)
-            after = [w.metric("pufferfish_releases_total") or 0 for w in workers]
-            moved = [w for w, x, y in zip(workers, before, after, strict=True) if y > x]
-            return moved[0] if len(moved) == 1 else None
-
-        paused = wait_until(owner, 40, "the release owner", 0.1, workers[0])
+        paused = wait_until(lambda: _release_owner(workers), 60, "the release owner", 0.1,
+                            workers[0])
         other = workers[1] if paused is workers[0] else workers[0]
         os.killpg(paused.pid, signal.SIGSTOP)
         stopped = paused
-        wait_until(lambda: (other.metric("pufferfish_releases_total") or 0) > 0, 60,
+        wait_until(lambda: (other.metric("pufferfish_releases_total") or 0) > 0, 90,
                    "the other worker taking over the releases", 0.5, other)
         produce_raw(broker.bootstrap, Workload.encode(topics, second))  # the sum changes
-        time.sleep(2.0)
+        new_sum = wl.expected_sum()
+        wait_for_records(broker.bootstrap, topics.releases, lambda recs: any(
+            abs(r["noisy_sum"] - new_sum) <= laplace_bound(r["theta"]) for r in recs),
+            90, f"the other worker publishing the new sum {new_sum}", other)
         os.killpg(paused.pid, signal.SIGCONT)
         stopped = None
-        time.sleep(5.0)  # the resumed worker's timers fire before it learns it lost the group
-        releases = read_json(broker.bootstrap, topics.releases, timeout=1.5)
+        wait_ready(paused)  # its event loop runs again (SIGCONT delivered, metrics answer)
+        # The scenario itself, not a wait for a condition: the window in which the resumed
+        # worker's overdue timers may fire before it learns that it lost the group.
+        time.sleep(5.0)
     finally:
         if stopped is not None:
             os.killpg(stopped.pid, signal.SIGCONT)
         for w in workers:
             w.stop()
+    releases = read_all_json(broker.bootstrap, topics.releases)  # all publications, both workers
     journal = check_journal(releases)
     _summary("paused-owner", releases=journal.releases, distinct_seqs=journal.distinct_seqs,
              conflicting_seqs=journal.conflicting_seqs, eps_decreases=journal.eps_decreases,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,9 +25,11 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.settings import Settings
 from tests.reliability.harness import Topics, Worker, create, worker_env
+from tests.waiting import wait_for
 
 PASSWORD = "Pw-9zQ-s3cr3t-Xy7"
 USER = "svc-pufferfish"
+SASL_REFUSED = re.compile(r"Sasl\w*Error")  # aiokafka: UnsupportedSaslMechanismError
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,7 @@ def test_sasl_ssl_reaches_faust_and_aiokafka(clean_env: pytest.MonkeyPatch,
 
 def test_worker_app_carries_the_credentials(clean_env: pytest.MonkeyPatch,
                                             tls_files: dict[str, Path], tmp_path: Path) -> None:
-    from stream_app.app import PufferfishApp
+    from stream_app.worker import PufferfishApp
 
     _sasl_ssl_env(clean_env, tls_files)
     clean_env.setenv("PUFFERFISH_DATA_DIR", str(tmp_path))
@@ -154,10 +156,13 @@ def test_worker_start_up_log_never_contains_the_password(
         "PUFFERFISH_LOG_LEVEL": "debug",
     })
     worker = Worker(env, tmp_path, f"sasl-{protocol}").start()
-    deadline = time.monotonic() + 6  # the broker does not speak SASL: it fails and retries
-    while worker.alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    code = worker.stop()
+    # The broker refuses the SASL handshake: wait until the worker tried (and retried) it, the
+    # moment a careless log would print the password, or gave up and exited.
+    try:
+        wait_for(lambda: not worker.alive() or len(SASL_REFUSED.findall(worker.output())) >= 2,
+                 90, "two refused SASL handshakes in the worker log (or its exit)", 0.5)
+    finally:
+        code = worker.stop()
     text = worker.output()
     assert text.strip(), "the worker printed nothing at DEBUG level"
     encoded = [PASSWORD, base64.b64encode(PASSWORD.encode()).decode(),
@@ -173,7 +178,7 @@ def test_servers_bind_loopback_unless_configured(clean_env: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     """Defaults: metrics and Faust web on 127.0.0.1; another address needs an explicit setting.
     (test_leaks.py checks the sockets of real worker processes.)"""
-    from stream_app.app import PufferfishApp
+    from stream_app.worker import PufferfishApp
 
     clean_env.setenv("PUFFERFISH_DATA_DIR", str(tmp_path))
     s = Settings(web_port=6067)

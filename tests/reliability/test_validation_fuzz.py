@@ -28,14 +28,14 @@ from stream_app.models import (
     parse_membership,
     parse_report,
 )
-from stream_app.state import Rules, apply_membership, apply_report
+from stream_app.state import EventRules, apply_membership, apply_report
 
 pytestmark = pytest.mark.timeout(180)
 
 MAX_BYTES = 4096
 DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
-RULES = Rules(domain=DOMAIN, grid_log2=-10, dedup_window=8, auto_join=False,
-              known_groups=None, group_required=False)
+RULES = EventRules(domain=DOMAIN, grid_log2=-10, dedup_window=8, auto_join=False,
+                   known_groups=frozenset({"default"}), default_group="default")
 
 # JSON values of every type, including the ones Python's json module lets through (NaN, inf)
 # and numbers that overflow a double.
@@ -218,9 +218,9 @@ def test_valid_json_that_is_not_an_object_is_invalid_schema(raw: bytes) -> None:
     assert _classify(parse_report, raw) == "invalid_schema"
 
 
-def test_join_with_unknown_or_missing_group_under_declared_priors() -> None:
-    rules = Rules(domain=DOMAIN, grid_log2=-10, dedup_window=8, auto_join=False,
-                  known_groups=frozenset({"a", "b"}), group_required=True)
+def test_join_with_unknown_or_missing_group_without_a_default_group() -> None:
+    rules = EventRules(domain=DOMAIN, grid_log2=-10, dedup_window=8, auto_join=False,
+                       known_groups=frozenset({"a", "b"}), default_group=None)
     for group in ("c", None):
         with pytest.raises(Rejected) as info:
             apply_membership(None, Membership(user_id="u", event="join", group=group, ts=1.0),

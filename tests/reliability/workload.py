@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.kafka_helpers import Record
 from tests.reliability.harness import Topics, membership
 
 DOMAIN = (0, 1, 2, 3, 4, 5)
@@ -46,13 +47,24 @@ class Workload:
         return [(topics.membership, u.encode(), membership(u, "join")) for u in self.users]
 
     @staticmethod
-    def encode(topics: Topics, reps: list[tuple[str, int, str, float]]
-               ) -> list[tuple[str, bytes, bytes]]:
+    def encode(topics: Topics, reps: list[tuple[str, int, str, float]]) -> list[Record]:
         return [
             (topics.reports, u.encode(),
              json.dumps({"user_id": u, "value": v, "report_id": rid, "ts": ts}).encode())
             for u, v, rid, ts in reps
         ]
+
+    def feed(self, topics: Topics, reps: list[tuple[str, int, str, float]], size: int
+             ) -> list[list[Record]]:
+        """`reps` in chunks of `size` (for a PacedProducer), each followed by the re-sent
+        duplicates of its own reports; duplicates of reports not in `reps` go in chunk 0."""
+        chunks = [reps[i:i + size] for i in range(0, len(reps), size)]
+        where = {rep: n for n, chunk in enumerate(chunks) for rep in chunk}
+        dups: list[list[tuple[str, int, str, float]]] = [[] for _ in chunks]
+        for dup in self.duplicates:
+            dups[where.get(dup, 0)].append(dup)
+        return [self.encode(topics, c) + self.encode(topics, d)
+                for c, d in zip(chunks, dups, strict=True)]
 
     def expected_sum(self) -> int:
         newest: dict[str, tuple[float, int]] = {}

@@ -106,7 +106,7 @@ async def test_produce_consume_round_trip(broker: EmbeddedBroker) -> None:
     sent = [(f"user-{i % 7}", {"user_id": f"user-{i % 7}", "n": i}) for i in range(200)]
     assert await produce_json(broker.bootstrap, "roundtrip", sent) == 200
 
-    records = await consume_all(broker.bootstrap, "roundtrip", timeout=20, min_count=200)
+    records = await consume_all(broker.bootstrap, "roundtrip", timeout=60, min_count=200)
     values = json_values(records)
     assert sorted(v["n"] for v in values) == list(range(200))
     # Same key → same partition; 7 keys over 4 partitions use more than one partition.

@@ -129,6 +129,11 @@ class _Output:
                 self.lines.append(line.rstrip("\n"))
                 self._cond.notify_all()
 
+    def drain(self, timeout: float = 30.0) -> None:
+        """Wait until the process closed its output (the reader thread read every line)."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"timed out after {timeout:g} s waiting for EOF"
+
     @property
     def text(self) -> str:
         with self._cond:
@@ -155,9 +160,10 @@ def _start_demo(*args: str) -> tuple[subprocess.Popen[str], _Output]:
 
 
 def _child_pids(out: _Output) -> list[int]:
-    broker = out.wait_for(r"^broker: .* \(pid (\d+),", 1, timeout=30)
-    worker = out.wait_for(r"^worker: pid (\d+),", 1, timeout=30)
-    assert broker and worker, out.text
+    broker = out.wait_for(r"^broker: .* \(pid (\d+),", 1, timeout=60)
+    worker = out.wait_for(r"^worker: pid (\d+),", 1, timeout=60)
+    assert broker and worker, "timed out after 60 s waiting for the broker and worker pids:\n" + (
+        out.text)
     return [int(broker[0].group(1)), int(worker[0].group(1))]
 
 
@@ -179,19 +185,21 @@ def _cleanup(proc: subprocess.Popen[str], pids: list[int]) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_demo_end_to_end_and_sigint() -> None:
-    proc, out = _start_demo("--duration", "40", "--users", "50", "--rate", "200",
-                            "--release-period", "2", "--learn-period", "4")
+    # No --duration (until Ctrl-C): the test interrupts the demo after three releases,
+    # whenever they come (a fixed duration raced against a slow start-up).
+    proc, out = _start_demo("--users", "50", "--rate", "200", "--release-period", "2",
+                            "--learn-period", "4")
     pids: list[int] = []
     try:
         pids = _child_pids(out)
-        metrics_url = out.wait_for(r"^metrics: (http://127\.0\.0\.1:\d+/metrics)$", 1, 30)
-        assert metrics_url, out.text
-        releases = out.wait_for(RELEASE.pattern, 3, timeout=60)
-        assert len(releases) >= 3, out.text
-        rounds = out.wait_for(LEARNING_ROUND.pattern, 1, timeout=30)
-        assert rounds, out.text
+        metrics_url = out.wait_for(r"^metrics: (http://127\.0\.0\.1:\d+/metrics)$", 1, 60)
+        assert metrics_url, "timed out after 60 s waiting for the metrics URL:\n" + out.text
+        releases = out.wait_for(RELEASE.pattern, 3, timeout=90)
+        assert len(releases) >= 3, "timed out after 90 s waiting for 3 releases:\n" + out.text
+        rounds = out.wait_for(LEARNING_ROUND.pattern, 1, timeout=60)
+        assert rounds, "timed out after 60 s waiting for a learning round:\n" + out.text
         assert proc.poll() is None, "demo ended before it could be interrupted:\n" + out.text
 
         with urllib.request.urlopen(metrics_url[0].group(1), timeout=5) as resp:
@@ -200,13 +208,11 @@ def test_demo_end_to_end_and_sigint() -> None:
         assert total is not None and float(total.group(1)) > 0
 
         proc.send_signal(signal.SIGINT)
-        t0 = time.monotonic()
-        rc = proc.wait(timeout=15)
-        assert time.monotonic() - t0 < 15
+        rc = proc.wait(timeout=30)  # a prompt stop; TimeoutExpired names the wait
         assert rc == 0, out.text
     finally:
         _cleanup(proc, pids)
-    time.sleep(0.2)  # let the reader thread drain the pipe
+    out.drain()
     text = out.text
     assert "Traceback" not in text, text
     for pid in pids:
@@ -223,16 +229,16 @@ def test_demo_end_to_end_and_sigint() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(180)
 def test_demo_stops_by_itself_after_duration() -> None:
     proc, out = _start_demo("--duration", "8", "--users", "5", "--rate", "50")
     pids: list[int] = []
     try:
         pids = _child_pids(out)
-        rc = proc.wait(timeout=8 + 40)
+        rc = proc.wait(timeout=8 + 120)  # the 8 s run plus a generous start-up and stop
     finally:
         _cleanup(proc, pids)
-    time.sleep(0.2)
+    out.drain()
     assert rc == 0, out.text
     assert "duration of 8 s reached" in out.text
     assert "Traceback" not in out.text

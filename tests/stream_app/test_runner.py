@@ -16,9 +16,9 @@ from tests.stream_app.worker_proc import (
     REPO,
     scrape,
     start_worker,
-    wait_until,
     worker_env,
 )
+from tests.waiting import wait_for
 
 
 def run_cli(
@@ -82,19 +82,19 @@ def test_creates_topics_serves_loopback_and_stops_on_sigint(
                      topic_deadletter="out-d", topic_partials="mid-p")
     worker = start_worker(env, tmp_path, "w")
     try:
-        wait_until(lambda: bool(scrape(worker.metrics_port)), 30, "metrics endpoint")
+        wait_for(lambda: bool(scrape(worker.metrics_port)), 60, "metrics endpoint")
         parts = asyncio.run(topic_partitions(broker.bootstrap))
         assert {k: parts.get(k) for k in ("in-r", "in-m", "out-r", "out-d", "mid-p")} == {
             "in-r": 3, "in-m": 3, "out-r": 1, "out-d": 1, "mid-p": 1,
         }
-        wait_until(lambda: "Worker ready" in worker.log_path.read_text(errors="replace"), 60,
-                   "worker ready")
+        wait_for(lambda: "Worker ready" in worker.log_path.read_text(errors="replace"), 60,
+                 "worker ready")
         listening = _listening_ports(worker.proc.pid)
         assert listening, "the worker listens on nothing (metrics expected)"
         assert all(host == "127.0.0.1" for host, _ in listening), listening
         assert ("127.0.0.1", worker.metrics_port) in listening
-        wait_until(lambda: ("127.0.0.1", web_port) in _listening_ports(worker.proc.pid), 20,
-                   "the Faust web server on the configured loopback port")
+        wait_for(lambda: ("127.0.0.1", web_port) in _listening_ports(worker.proc.pid), 60,
+                 "the Faust web server on the configured loopback port")
         assert all(host == "127.0.0.1" for host, _ in _listening_ports(worker.proc.pid))
     finally:
         rc = worker.stop(signal.SIGINT)

@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.stream_app.worker_proc import (
     wait_handled,
     worker_env,
 )
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -36,13 +38,13 @@ RELEASE_FIELDS = {
 
 
 def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """All releases, once at least `count` of them were published after `since`."""
+
+    def enough() -> list[dict[str, Any]]:
         recs = json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
-        fresh = [r for r in recs if r["ts"] > since]
-        if len(fresh) >= count:
-            return recs
-    raise AssertionError(f"fewer than {count} releases after t={since} within {timeout} s")
+        return recs if len([r for r in recs if r["ts"] > since]) >= count else []
+
+    return wait_for(enough, timeout, f"{count} releases published after t={since:.2f}")
 
 
 def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
@@ -83,7 +85,7 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
         assert not any("present" in name for name, _ in metrics)
 
         # partials flush every <= 0.25 s; take releases that started >= 1 s after the drain
-        records = releases_after(broker.bootstrap, drained + 1.0, 4, timeout=30)
+        records = releases_after(broker.bootstrap, drained + 1.0, 4, timeout=60)
         fresh = [r for r in records if r["ts"] > drained + 1.0]
         x, theta = ref.x(), ref.theta()
         assert theta > 0

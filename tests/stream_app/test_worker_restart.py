@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import time
@@ -12,16 +13,18 @@ from pathlib import Path
 import pytest
 
 from stream_app.local.broker import EmbeddedBroker, create_topics
-from tests.kafka_helpers import consume_all, json_values
+from tests.kafka_helpers import PacedProducer, Record, consume_all, json_values, read_to_end
 from tests.stream_app.worker_proc import (
     Reference,
     barrier,
+    handled,
     noise_bound,
     send,
     start_worker,
-    wait_until,
+    wait_handled,
     worker_env,
 )
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -31,7 +34,13 @@ BUDGET = 10_000.0
 PARTS = 2
 
 
-def all_releases(bootstrap: str) -> list[dict]:
+def all_releases(bootstrap: str, at_least: int = 0) -> list[dict]:
+    """Releases in log order (one partition); with `at_least`, wait (bounded) for that many:
+    a timed read alone can stop short under load."""
+    if at_least:
+        recs = asyncio.run(consume_all(bootstrap, "releases", timeout=60, min_count=at_least))
+        assert len(recs) >= at_least, f"timed out after 60 s waiting for {at_least} releases"
+        return json_values(recs)
     return json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
 
 
@@ -41,7 +50,7 @@ def check_consistent(bootstrap: str, ref: Reference, since: float) -> list[dict]
     def fresh() -> list[dict]:
         return [r for r in all_releases(bootstrap) if r["ts"] > since]
 
-    wait_until(lambda: len(fresh()) >= 3, 40, "releases after the drain")
+    wait_for(lambda: len(fresh()) >= 3, 60, "3 releases after the drain")
     got = fresh()
     theta, x = ref.theta(), ref.x()
     for r in got:
@@ -92,7 +101,7 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
 
         assert worker.stop(signal.SIGTERM) == 0, worker.log()
-        before = all_releases(broker.bootstrap)
+        before = json_values(asyncio.run(read_to_end(broker.bootstrap, "releases")))  # no writer
         worker = start_worker(env, tmp_path, "w2")
         # users joined before the restart are still present; old report ids are still known
         send(broker.bootstrap, "reports", reports("b", 40) + sent[:5])
@@ -100,23 +109,31 @@ def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) ->
         send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:2]])
         barrier(broker.bootstrap, PARTS, "b2")
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
-        after = all_releases(broker.bootstrap)
+        after = all_releases(broker.bootstrap, at_least=len(before) + 1)
         assert after[: len(before)] == before
         assert after[len(before)]["seq"] == before[-1]["seq"] + 1
         assert after[len(before)]["epsilon_spent"] > before[-1]["epsilon_spent"]
 
-        # SIGKILL mid-stream: send more, kill while it may still be working, restart
-        send(broker.bootstrap, "reports", reports("c", 40))
-        time.sleep(0.1)
-        worker.stop(signal.SIGKILL)
-        before = all_releases(broker.bootstrap)
+        # SIGKILL mid-stream: reports keep arriving while the worker is killed (some handled,
+        # the last chunks held back until after the kill), whatever the worker's speed
+        feed: list[Record] = [("reports", u.encode(), json.dumps(v).encode())
+                              for u, v in reports("c", 40)]
+        chunks = [feed[i:i + 5] for i in range(0, len(feed), 5)]
+        start = handled([worker])
+        with PacedProducer(broker.bootstrap, chunks, hold=2, pace=0.1) as producer:
+            wait_handled([worker], start + 5)
+            at_kill = handled([worker])
+            worker.stop(signal.SIGKILL)
+            producer.release()
+        assert start + 5 <= at_kill < start + len(feed), (start, at_kill)
+        before = json_values(asyncio.run(read_to_end(broker.bootstrap, "releases")))  # no writer
         worker = start_worker(env, tmp_path, "w3")
         send(broker.bootstrap, "reports", reports("d", 20) + sent[10:15])
         barrier(broker.bootstrap, PARTS, "d", timeout=90)
         send(broker.bootstrap, "membership", [(users[0], ref.join(users[0]))])
         barrier(broker.bootstrap, PARTS, "d2")
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
-        after = all_releases(broker.bootstrap)
+        after = all_releases(broker.bootstrap, at_least=len(before) + 1)
         assert after[: len(before)] == before
         check_journal(after)
         assert worker.alive()

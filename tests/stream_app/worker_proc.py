@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
 from stream_app.local.broker import EmbeddedBroker, free_port
+from tests.waiting import wait_for as wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,22 +112,13 @@ def handled(workers: Iterable[Worker]) -> float:
     return total
 
 
-def wait_until(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def wait_handled(workers: list[Worker], count: int, timeout: float = 60.0) -> None:
-    def done() -> bool:
+def wait_handled(workers: list[Worker], count: float, timeout: float = 60.0) -> None:
+    def guard() -> None:
         for w in workers:
-            assert w.alive(), f"worker died:\n{w.log()}"
-        return handled(workers) >= count
+            assert w.alive(), f"worker died while waiting for {count} records handled:\n{w.log()}"
 
-    wait_until(done, timeout, f"{count} input records handled")
+    wait_until(lambda: handled(workers) >= count, timeout, f"{count} input records handled",
+               guard=guard)
 
 
 async def produce_raw(
@@ -270,9 +262,10 @@ def barrier(bootstrap: str, partitions: int, tag: str, timeout: float = 60.0) ->
         ("membership", p) for p in range(partitions)
     }
 
+    got: set[tuple[str, int]] = set()  # across polls: a timed read may stop short under load
+
     def seen() -> bool:
-        got = set()
-        for d in json_values(asyncio.run(consume_all(bootstrap, "deadletter", timeout=0.5))):
+        for d in json_values(asyncio.run(consume_all(bootstrap, "deadletter", timeout=1.0))):
             if uid not in d["raw"]:
                 continue
             doc = json.loads(d["raw"])

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_app.local.broker import EmbeddedBroker, create_topics
 from stream_app.metrics import Metrics
@@ -22,6 +21,7 @@ from stream_app.priors import public_priors
 from stream_app.release import Releaser
 from stream_app.release.journal import read_journal
 from stream_app.settings import Settings
+from tests.kafka_helpers import delete_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -79,14 +79,18 @@ async def _paused(broker: EmbeddedBroker, tmp: Path) -> None:
     a = releaser(s)
     try:
         assert (await a.release_once()) is not None
-        time.sleep(1.5)  # the event loop is frozen (as under SIGSTOP)
+        time.sleep(1.5)  # the scenario: the event loop is frozen (as under SIGSTOP) > 1 s
+        frozen_seen = time.monotonic()
         assert await a.release_once() is None  # held, whatever the journal says
         assert not a.synced
-        await asyncio.sleep(0.3)
-        assert await a.release_once() is None  # still within the hold
-        await asyncio.sleep(0.8)
-        r = await a.release_once()
-        assert r is not None and r.seq == 2
+        # Then it releases again, but not before the hold is over (measured, not slept).
+        r = None
+        while r is None:
+            assert time.monotonic() - frozen_seen < 60, "timed out after 60 s waiting for a release"
+            await asyncio.sleep(0.05)
+            r = await a.release_once()
+        assert time.monotonic() - frozen_seen >= 0.9, "released within the 0.9 s hold"
+        assert r.seq == 2
         assert a.synced
     finally:
         await a.stop()
@@ -94,15 +98,6 @@ async def _paused(broker: EmbeddedBroker, tmp: Path) -> None:
 
 def test_frozen_event_loop_holds_releases(broker: EmbeddedBroker, tmp_path: Path) -> None:
     asyncio.run(_paused(broker, tmp_path))
-
-
-async def _delete_topic(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    await admin.start()
-    try:
-        await admin.delete_topics([topic])
-    finally:
-        await admin.close()
 
 
 async def _journal_lost(broker: EmbeddedBroker, tmp: Path) -> None:
@@ -114,8 +109,7 @@ async def _journal_lost(broker: EmbeddedBroker, tmp: Path) -> None:
         assert [r.seq for r in got if r] == [1, 2]
     finally:
         await a.stop()
-    await _delete_topic(broker.bootstrap, "releases")
-    await asyncio.sleep(0.5)
+    await delete_topic(broker.bootstrap, "releases")
     await create_topics(broker.bootstrap, {"releases": 1})
     b = releaser(s)  # same data_dir, empty journal
     try:
