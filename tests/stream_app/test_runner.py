@@ -38,13 +38,21 @@ def run_cli(
         ({"PUFFERFISH_RULE": "magic"}, "rule:"),
         ({"PUFFERFISH_PRIOR_SOURCE": "declared"}, "priors_file:"),
         ({"PUFFERFISH_DOMAIN": "[1,"}, "domain: cannot parse"),
+        ({"PUFFERFISH_EPSILON_LEARN": "0"}, "epsilon_learn:"),
+        ({"PUFFERFISH_PRIOR_FLOOR": "1.5"}, "prior_floor:"),
+        ({"PUFFERFISH_PRIORS_FILE": "{tmp}/outside.json"}, "priors_file.g.support: 7 is not"),
+        ({"PUFFERFISH_PAIRS": '["distribution_change"]'}, "pairs: distribution_change needs"),
+        ({"PUFFERFISH_PAIRS": '["value_presence"]', "PUFFERFISH_DOMAIN": "[0]"},
+         "pairs: no configured pair needs noise"),
     ],
 )
 def test_bad_settings_exit_2_one_line(
     tmp_path: Path, settings: dict[str, str], needle: str
 ) -> None:
+    (tmp_path / "outside.json").write_text('{"g": {"support": [0, 7], "probs": [0.5, 0.5]}}')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
-    env.update({"PUFFERFISH_BROKER": "kafka://127.0.0.1:1", **settings})
+    env.update({"PUFFERFISH_BROKER": "kafka://127.0.0.1:1",
+                **{k: v.replace("{tmp}", str(tmp_path)) for k, v in settings.items()}})
     proc = run_cli(env)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
