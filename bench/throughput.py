@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -36,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench import _common
 from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
+from stream_app.metrics import Samples, local_url, scrape, totals
 
 NAME = "throughput"
 REPO = Path(__file__).resolve().parents[1]
@@ -63,22 +62,12 @@ class Worker:
     log_path: Path
     topics: dict[str, str]
 
-    def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2
-            ) as resp:
-                text = resp.read().decode()
-        except OSError:
-            return {}
-        out = {}
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-        return out
+    def samples(self) -> Samples:
+        return scrape(local_url(self.metrics_port))
 
     def total(self, *names: str) -> float:
-        return sum(v for (n, _), v in self.samples().items() if n in names)
+        sums = totals(self.samples())
+        return sum(sums.get(n, 0.0) for n in names)
 
     def handled(self) -> float:
         return self.total("pufferfish_events_consumed_total", "pufferfish_events_rejected_total")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -121,18 +122,38 @@ class Metrics:
         start_http_server(port, addr=host, registry=self.registry)
 
 
-def scrape(url: str, timeout: float = 2.0) -> Samples:
-    """Every sample of a /metrics page ({} while it does not answer): the one parser."""
+def local_url(port: int) -> str:
+    """The /metrics URL of a worker serving on this loopback port."""
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def fetch(url: str, timeout: float = 2.0) -> str | None:
+    """The /metrics page as text (None while it does not answer)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            text = resp.read().decode()
+            return str(resp.read().decode())
     except OSError:
-        return {}
+        return None
+
+
+def parse(text: str) -> Samples:
+    """Every sample of a page in the Prometheus text format: the one parser."""
     out: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return out
+
+
+def scrape(url: str, timeout: float = 2.0) -> Samples:
+    """Every sample of a /metrics page ({} while it does not answer)."""
+    text = fetch(url, timeout)
+    return {} if text is None else parse(text)
+
+
+def sample(samples: Samples, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """The value of one sample (exactly these labels), None when absent."""
+    return samples.get((name, tuple(sorted((labels or {}).items()))))
 
 
 def totals(samples: Samples) -> dict[str, float]:

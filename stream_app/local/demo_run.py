@@ -24,7 +24,7 @@ from stream_app.local.worker_process import (
     stop_process_group,
     tail,
 )
-from stream_app.metrics import scrape, totals
+from stream_app.metrics import local_url, scrape, totals
 from stream_app.topics import ensure_topics
 
 PROG = "pufferfish"
@@ -101,7 +101,7 @@ class DemoRun:
         settings = demo_settings(self.args, broker.url, self.workdir, metrics_port)
         await ensure_topics(settings)
         self.worker, self.worker_log = start_worker(settings, self.workdir)
-        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        self.metrics_url = local_url(metrics_port)
         _say(f"metrics: {self.metrics_url}")
         return settings
 

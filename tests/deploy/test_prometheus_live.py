@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from stream_app.local.broker import EmbeddedBroker
+from stream_app.metrics import Samples, local_url, scrape
 from tests.deploy.support import (
     DASHBOARD,
     PROMETHEUS_CONFIG,
@@ -60,14 +60,9 @@ def _get(url: str, timeout: float = 5.0) -> bytes:
         return bytes(response.read())
 
 
-def worker_samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """(sample name, sorted labels) -> value, from the worker's own /metrics."""
-    text = _get(f"http://127.0.0.1:{port}/metrics").decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+def worker_samples(port: int) -> Samples:
+    """(sample name, sorted labels) -> value, from the worker's own /metrics ({} while down)."""
+    return scrape(local_url(port))
 
 
 def prom_query(prom_port: int, expr: str) -> dict[str, Any]:
@@ -197,9 +192,9 @@ def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
                     detail=lambda: worker.log.read_text()[-3000:])
 
 
-def _consumed(worker: Worker, kind: str) -> float:
-    return worker_samples(worker.metrics_port)[
-        ("pufferfish_events_consumed_total", (("kind", kind),))]
+def _consumed(worker: Worker, kind: str) -> float | None:
+    return worker_samples(worker.metrics_port).get(
+        ("pufferfish_events_consumed_total", (("kind", kind),)))
 
 
 def _produce_population(bootstrap: str, worker: Worker) -> int:
@@ -248,8 +243,8 @@ def test_prometheus_sees_what_the_worker_exports(
     def frozen() -> dict[str, float] | None:
         samples = worker_samples(worker.metrics_port)
         done = (
-            samples[("pufferfish_events_consumed_total", (("kind", "report"),))] == reports
-            and samples[("pufferfish_budget_exhausted", ())] == 1
+            samples.get(("pufferfish_events_consumed_total", (("kind", "report"),))) == reports
+            and samples.get(("pufferfish_budget_exhausted", ())) == 1
         )
         return {k: samples[v] for k, v in KEY_SERIES.items()} if done else None
 

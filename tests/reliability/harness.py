@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from stream_app.local.broker import create_topics, free_port
+from stream_app.metrics import Samples, fetch, local_url, sample, scrape
 from tests.kafka_helpers import consume_all, read_to_end
 from tests.waiting import wait_for
 
@@ -199,40 +199,20 @@ class Worker:
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.output().splitlines()[-n:])
 
-    def metrics_text(self, timeout: float = 2.0) -> str | None:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=timeout
-            ) as resp:
-                return str(resp.read().decode())
-        except OSError:
-            return None
+    @property
+    def metrics_url(self) -> str:
+        return local_url(self.metrics_port)
+
+    def metrics_text(self) -> str | None:
+        """The raw /metrics page (None while it does not answer): what a leak scan reads."""
+        return fetch(self.metrics_url)
+
+    def samples(self) -> Samples:
+        return scrape(self.metrics_url)
 
     def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
-        text = self.metrics_text()
-        if text is None:
-            return None
-        return parse_metric(text, name, labels)
-
-
-def parse_metric(text: str, name: str, labels: Mapping[str, str] | None = None) -> float | None:
-    """Value of one sample in Prometheus text format (None when absent)."""
-    want = dict(labels or {})
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        head, _, value = line.rpartition(" ")
-        if "{" in head:
-            sample, _, label_text = head.partition("{")
-            got = dict(
-                part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part
-            )
-            got = {k: v.strip('"') for k, v in got.items()}
-        else:
-            sample, got = head, {}
-        if sample == name and got == want:
-            return float(value)
-    return None
+        """One sample's current value (None when absent or while /metrics does not answer)."""
+        return sample(self.samples(), name, labels)
 
 
 def wait_until(

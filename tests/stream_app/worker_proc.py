@@ -15,18 +15,18 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from prometheus_client.parser import text_string_to_metric_families
 
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
+from stream_app import metrics
 from stream_app.local.broker import EmbeddedBroker, free_port
+from stream_app.metrics import Samples
 from tests.waiting import wait_for as wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,27 +88,18 @@ def start_worker(env: Mapping[str, str], tmp_path: Path, name: str) -> Worker:
     return Worker(proc, port, log_path)
 
 
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """All samples of a worker's /metrics ({} while it is not serving yet)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
+def scrape(port: int) -> Samples:
+    """All samples of the /metrics of the worker on this loopback port ({} while not serving)."""
+    return metrics.scrape(metrics.local_url(port))
 
 
 def handled(workers: Iterable[Worker]) -> float:
     """Input records handled (consumed + rejected) summed over workers."""
     total = 0.0
     for w in workers:
-        for (name, _), value in scrape(w.metrics_port).items():
-            if name in ("pufferfish_events_consumed_total", "pufferfish_events_rejected_total"):
-                total += value
+        sums = metrics.totals(scrape(w.metrics_port))
+        total += sums.get("pufferfish_events_consumed_total", 0.0)
+        total += sums.get("pufferfish_events_rejected_total", 0.0)
     return total
 
 
