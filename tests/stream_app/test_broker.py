@@ -19,16 +19,9 @@ from stream_app.local.broker import (
     wait_ready,
 )
 from tests.kafka_helpers import consume_all, json_values, produce_json
+from tests.processes import pid_alive
 
 pytestmark = pytest.mark.integration
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _can_bind(port: int) -> bool:
@@ -59,7 +52,7 @@ def test_start_stop_kills_process_and_frees_port(tmp_path: Path) -> None:
     broker.start(timeout=30)
     started_in = time.monotonic() - t0
     pid, port = broker.pid, broker.port
-    assert pid is not None and _pid_alive(pid)
+    assert pid is not None and pid_alive(pid)
     assert broker.bootstrap == f"127.0.0.1:{port}"
     assert broker.url == f"kafka://127.0.0.1:{port}"
     assert not _can_bind(port), "broker should hold its port"
@@ -67,7 +60,7 @@ def test_start_stop_kills_process_and_frees_port(tmp_path: Path) -> None:
 
     broker.stop()
     assert not broker.running and broker.pid is None
-    assert not _pid_alive(pid), "tansu process still exists after stop()"
+    assert not pid_alive(pid), "tansu process still exists after stop()"
     assert _can_bind(port), "port still taken after stop()"
     assert "listening on: tcp://127.0.0.1:" in log.read_text()
     broker.stop()  # idempotent
@@ -98,7 +91,7 @@ def test_context_manager_stops_on_error() -> None:
         with EmbeddedBroker() as b:
             pid = b.pid
             raise RuntimeError("boom")
-    assert pid is not None and not _pid_alive(pid)
+    assert pid is not None and not pid_alive(pid)
 
 
 async def test_produce_consume_round_trip(broker: EmbeddedBroker) -> None:

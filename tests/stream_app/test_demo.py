@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,8 @@ import pytest
 
 from stream_app.local.demo import main
 from stream_app.local.population import SETTLE_SECONDS, Event, Population
+from stream_app.metrics import scrape
+from tests.processes import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = re.compile(
@@ -167,20 +168,12 @@ def _child_pids(out: _Output) -> list[int]:
     return [int(broker[0].group(1)), int(worker[0].group(1))]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _cleanup(proc: subprocess.Popen[str], pids: list[int]) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait(timeout=10)
     for pid in pids:  # only if the demo failed to stop them; never by name
-        if _alive(pid):
+        if pid_alive(pid):
             os.killpg(pid, signal.SIGKILL)
 
 
@@ -202,10 +195,8 @@ def test_demo_end_to_end_and_sigint() -> None:
         assert rounds, "timed out after 60 s waiting for a learning round:\n" + out.text
         assert proc.poll() is None, "demo ended before it could be interrupted:\n" + out.text
 
-        with urllib.request.urlopen(metrics_url[0].group(1), timeout=5) as resp:
-            body = resp.read().decode()
-        total = re.search(r"^pufferfish_releases_total (\S+)$", body, re.MULTILINE)
-        assert total is not None and float(total.group(1)) > 0
+        total = scrape(metrics_url[0].group(1), timeout=5).get(("pufferfish_releases_total", ()))
+        assert total is not None and total > 0
 
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=30)  # a prompt stop; TimeoutExpired names the wait
@@ -216,7 +207,7 @@ def test_demo_end_to_end_and_sigint() -> None:
     text = out.text
     assert "Traceback" not in text, text
     for pid in pids:
-        assert not _alive(pid), f"process {pid} left over:\n{text}"
+        assert not pid_alive(pid), f"process {pid} left over:\n{text}"
 
     parsed = [(int(m[1]), float(m[2]), float(m[5])) for m in RELEASE.finditer(text)]
     assert max(int(m[4]) for m in RELEASE.finditer(text)) >= 1  # theta from a learning round
@@ -243,4 +234,4 @@ def test_demo_stops_by_itself_after_duration() -> None:
     assert "duration of 8 s reached" in out.text
     assert "Traceback" not in out.text
     for pid in pids:
-        assert not _alive(pid)
+        assert not pid_alive(pid)
