@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ValidationError
 
 from core.errors import PufferfishInputError
 
@@ -100,3 +101,31 @@ def integer_lattice(xs: FloatArray, field: str) -> None:
     """A rule stated on the integers refuses any other support."""
     if np.any(xs != np.round(xs)):
         raise PufferfishInputError(field, "must be supported on integers for this rule")
+
+
+def from_pydantic(exc: ValidationError, whole: str) -> PufferfishInputError:
+    """The PufferfishInputError inside a pydantic error, or one naming pydantic's field
+    (``whole`` when the error is about the model as a whole)."""
+    for err in exc.errors():
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, PufferfishInputError):
+            return inner
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or whole
+    return PufferfishInputError(field, first["msg"])
+
+
+def radius(value: object, field: str = "radius") -> float:
+    """An L1 radius around a law: a finite number >= 0 (>= 2 is the whole simplex)."""
+    r = real(value, field)
+    if r < 0.0:
+        raise PufferfishInputError(field, f"must be >= 0, got {r!r}")
+    return r
+
+
+def confidence_beta(value: object, field: str = "prior_confidence_beta") -> float:
+    """A failure probability strictly between 0 and 1."""
+    b = real(value, field)
+    if not 0.0 < b < 1.0:
+        raise PufferfishInputError(field, f"must be in (0, 1), got {b!r}")
+    return b

@@ -36,7 +36,7 @@ class Distribution(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise _input_error(exc) from None
+            raise _validate.from_pydantic(exc, "distribution") from None
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Distribution:
@@ -44,7 +44,7 @@ class Distribution(BaseModel):
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
-            raise _input_error(exc) from None
+            raise _validate.from_pydantic(exc, "distribution") from None
 
     @classmethod
     def model_validate_json(
@@ -54,7 +54,7 @@ class Distribution(BaseModel):
         try:
             return super().model_validate_json(json_data, **kwargs)
         except ValidationError as exc:
-            raise _input_error(exc) from None
+            raise _validate.from_pydantic(exc, "distribution") from None
 
     @model_validator(mode="before")
     @classmethod
@@ -184,17 +184,6 @@ class Distribution(BaseModel):
         merged_x = sums[starts]
         merged_p = np.add.reduceat(weights, starts)
         return Distribution(support=merged_x.tolist(), probs=merged_p.tolist())
-
-
-def _input_error(exc: ValidationError) -> PufferfishInputError:
-    """The PufferfishInputError inside a pydantic error (or one naming pydantic's field)."""
-    for err in exc.errors():
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, PufferfishInputError):
-            return inner
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "distribution"
-    return PufferfishInputError(field, first["msg"])
 
 
 def point_zero() -> Distribution:

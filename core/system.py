@@ -23,7 +23,7 @@ class User(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise _first_error(exc) from None
+            raise _validate.from_pydantic(exc, "system") from None
 
     @field_validator("zeta", mode="before")
     @classmethod
@@ -46,7 +46,7 @@ class MultiUserSystem(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise _first_error(exc) from None
+            raise _validate.from_pydantic(exc, "system") from None
 
     @field_validator("users")
     @classmethod
@@ -82,11 +82,3 @@ class MultiUserSystem(BaseModel):
         return self.rest_law(i).convolve(p)
 
 
-def _first_error(exc: ValidationError) -> PufferfishInputError:
-    for err in exc.errors():
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, PufferfishInputError):
-            return inner
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "system"
-    return PufferfishInputError(field, first["msg"])
