@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -21,6 +21,9 @@ Timestamp = Annotated[float, Field(strict=True, ge=0)]
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+
+M = TypeVar("M", bound=_Wire)
 
 
 class Report(_Wire):
@@ -106,7 +109,8 @@ def dead_letter(source_topic: str, raw: bytes | None, reason: str, ts: float) ->
     return DeadLetter(source_topic=source_topic, raw=truncate_raw(raw), reason=reason, ts=ts)
 
 
-def _decode(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
+def _parse(raw: bytes | None, max_bytes: int, model: type[M]) -> M:
+    """Bytes -> ``model``, or Rejected with the first defect's reason."""
     if raw is not None and len(raw) > max_bytes:
         raise Rejected("payload_too_large")
     if raw is None:
@@ -124,23 +128,18 @@ def _decode(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
         v = doc.get(name)
         if isinstance(v, float) and not math.isfinite(v):
             raise Rejected("non_finite_value")
-    return doc
+    try:
+        return model.model_validate(doc)
+    except ValidationError:
+        raise Rejected("invalid_schema") from None
 
 
 def parse_report(raw: bytes | None, max_bytes: int) -> Report:
-    doc = _decode(raw, max_bytes)
-    try:
-        return Report.model_validate(doc)
-    except ValidationError:
-        raise Rejected("invalid_schema") from None
+    return _parse(raw, max_bytes, Report)
 
 
 def parse_membership(raw: bytes | None, max_bytes: int) -> Membership:
-    doc = _decode(raw, max_bytes)
-    try:
-        return Membership.model_validate(doc)
-    except ValidationError:
-        raise Rejected("invalid_schema") from None
+    return _parse(raw, max_bytes, Membership)
 
 
 def check_key(key: bytes | None, user_id: str) -> None:
