@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from core.errors import PufferfishInputError
 
@@ -129,3 +130,33 @@ def confidence_beta(value: object, field: str = "prior_confidence_beta") -> floa
     if not 0.0 < b < 1.0:
         raise PufferfishInputError(field, f"must be in (0, 1), got {b!r}")
     return b
+
+
+class InputModel(BaseModel):
+    """A pydantic model whose bad input raises PufferfishInputError, built or validated.
+
+    ``whole`` names the model in an error about it as a whole (no single field)."""
+
+    whole: ClassVar[str] = "input"
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_pydantic(exc, self.whole) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """As pydantic's, but bad input raises PufferfishInputError."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise from_pydantic(exc, cls.whole) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
+        """As pydantic's, but bad input raises PufferfishInputError."""
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except ValidationError as exc:
+            raise from_pydantic(exc, cls.whole) from None

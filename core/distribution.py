@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import ConfigDict, model_validator
 
 from core import _validate
 from core._validate import FloatArray
@@ -18,7 +18,7 @@ from core.errors import PufferfishInputError
 MERGE_RTOL = 1e-12
 
 
-class Distribution(BaseModel):
+class Distribution(_validate.InputModel):
     """Law of one real random variable with finite support.
 
     Support is sorted and distinct; probabilities are >= 0 and sum to 1 (checked to 1e-9,
@@ -27,34 +27,10 @@ class Distribution(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    whole: ClassVar[str] = "distribution"
 
     support: tuple[float, ...]
     probs: tuple[float, ...]
-
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _validate.from_pydantic(exc, "distribution") from None
-
-    @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Distribution:
-        """As pydantic's, but bad input raises PufferfishInputError."""
-        try:
-            return super().model_validate(obj, *args, **kwargs)
-        except ValidationError as exc:
-            raise _validate.from_pydantic(exc, "distribution") from None
-
-    @classmethod
-    def model_validate_json(
-        cls, json_data: str | bytes | bytearray, **kwargs: Any
-    ) -> Distribution:
-        """As pydantic's, but bad input raises PufferfishInputError."""
-        try:
-            return super().model_validate_json(json_data, **kwargs)
-        except ValidationError as exc:
-            raise _validate.from_pydantic(exc, "distribution") from None
 
     @model_validator(mode="before")
     @classmethod
@@ -92,7 +68,7 @@ class Distribution(BaseModel):
     @classmethod
     def from_points(cls, support: Sequence[float], probs: Sequence[float]) -> Distribution:
         """Points and their probabilities, in any order (duplicates are an error)."""
-        return cls(support=support, probs=probs)
+        return cls.model_validate({"support": support, "probs": probs})
 
     @classmethod
     def from_counts(cls, values: Sequence[float], counts: Sequence[float]) -> Distribution:

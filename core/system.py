@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, field_validator
 
 from core import _validate
 from core.distribution import Distribution, point_zero
 from core.errors import PufferfishInputError
 
 
-class User(BaseModel):
+class User(_validate.InputModel):
     """A user present with probability ``zeta`` who reports D_i ~ ``dist`` when present."""
 
     model_config = ConfigDict(frozen=True)
+    whole: ClassVar[str] = "system"
 
     zeta: float
     dist: Distribution
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _validate.from_pydantic(exc, "system") from None
 
     @field_validator("zeta", mode="before")
     @classmethod
@@ -31,7 +26,7 @@ class User(BaseModel):
         return _validate.probability(value, "zeta")
 
 
-class MultiUserSystem(BaseModel):
+class MultiUserSystem(_validate.InputModel):
     """Users 0..n-1. Priors of X given a secret about user i (eqs P_sa, P_sperp, P_sDi).
 
     Every prior carries the common factor prod_{j != i} zeta_j, which cancels once the prior
@@ -39,14 +34,9 @@ class MultiUserSystem(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    whole: ClassVar[str] = "system"
 
     users: tuple[User, ...]
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _validate.from_pydantic(exc, "system") from None
 
     @field_validator("users")
     @classmethod
