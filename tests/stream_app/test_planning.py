@@ -44,13 +44,7 @@ JSON_KEYS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # setenv first so that teardown also removes a PUFFERFISH_CONFIG_FILE set by load_settings
-    monkeypatch.setenv("PUFFERFISH_CONFIG_FILE", "unused")
-    for name in list(os.environ):
-        if name.startswith("PUFFERFISH_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def _settings(**kw: Any) -> Settings:

@@ -8,7 +8,6 @@ theta passes the audit and 0.999 * theta fails it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,7 @@ from stream_app.priors import (
 )
 from stream_app.settings import Settings
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # setenv first so that teardown also removes a PUFFERFISH_CONFIG_FILE set by the code
-    monkeypatch.setenv("PUFFERFISH_CONFIG_FILE", "unused")
-    for name in list(os.environ):
-        if name.startswith("PUFFERFISH_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def _write(tmp_path: Path, doc: Any, name: str = "priors.json") -> Path:
