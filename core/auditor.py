@@ -6,11 +6,23 @@ monotone, and beyond the supports it is the constant sum a_k e^{+-x_k/theta} / s
 e^{+-x_k/theta} (the two tails), which is also its value at the outermost support point.
 So sup over y is a max over the support points (ERRATA, "A user-local exact calibration").
 Everything is in log space (log-sum-exp).
+
+Robust mode (issue 15, docs/privacy.md "Robust calibration over an L1 ball"): with radii
+(r_A, r_B) the loss is the sup over every law A' within L1 distance r_A of A and B' within r_B
+of B, both on their ball supports (supp A, plus the domain when r_A > 0). At a fixed y the ratio
+(A'*L)(y)/(B'*L)(y) is linear over linear, so its max over the balls is the max of the numerator
+over the A-ball divided by the min of the denominator over the B-ball; each is a greedy move of
+up to r/2 mass (``extreme_weights``). The order of the coefficients e^{-|y-x|/theta} is the order
+of -|y-x|, which does not depend on theta, so the extreme laws of every evaluation point are
+computed once. For each fixed (A', B') the sup over y is at a point of its support (above),
+and every such point is an evaluation point, so swapping the two sups gives the exact robust
+loss as a max over the evaluation points.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,9 +58,26 @@ class PairAuditor:
     (absolute error in the log ratio about 1e-16 * span/theta, i.e. <= ~1e-12).
     """
 
-    __slots__ = ("_geometry", "_logw", "_split", "_noiseless", "_span", "_grid", "_points", "_xs")
+    __slots__ = (
+        "_geometry", "_logw", "_split", "_noiseless", "_span", "_grid", "_points", "_xs", "_robust"
+    )
 
-    def __init__(self, a: Distribution, b: Distribution) -> None:
+    def __init__(
+        self,
+        a: Distribution,
+        b: Distribution,
+        radius_a: float = 0.0,
+        radius_b: float = 0.0,
+        domain: Sequence[float] | None = None,
+    ) -> None:
+        """The audit of (A, B); with a radius > 0 the robust audit over the L1 ball(s)
+        (module docstring), whose laws live on supp(center) plus ``domain``."""
+        ra = _validate.radius(radius_a, "radius_a")
+        rb = _validate.radius(radius_b, "radius_b")
+        self._robust: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
+        if ra > 0.0 or rb > 0.0:
+            self._init_robust(a, ra, b, rb, domain)
+            return
         ax, ap = a.positive_arrays()
         bx, bp = b.positive_arrays()
         points = np.union1d(ax, bx)
@@ -68,8 +97,53 @@ class PairAuditor:
                 _on_grid(points, bx, bp),
             )
 
+    def _init_robust(
+        self, a: Distribution, ra: float, b: Distribution, rb: float,
+        domain: Sequence[float] | None,
+    ) -> None:
+        ax, ap = ball_support(a, ra, domain)
+        bx, bp = ball_support(b, rb, domain)
+        points = np.union1d(ax, bx)
+        self._points = points
+        self._xs = np.concatenate((ax, bx))
+        self._split = ax.size
+        self._span = float(points[-1] - points[0])
+        self._grid = None
+        self._geometry = None
+        dist_a = -np.abs(points[:, None] - ax[None, :])  # coefficient order at each point
+        dist_b = -np.abs(points[:, None] - bx[None, :])
+        with np.errstate(divide="ignore"):
+            forward = np.log(np.concatenate(
+                (extreme_weights(ap, ra, dist_a, True), extreme_weights(bp, rb, dist_b, False)),
+                axis=1,
+            ))
+            reverse = np.log(np.concatenate(
+                (extreme_weights(ap, ra, dist_a, False), extreme_weights(bp, rb, dist_b, True)),
+                axis=1,
+            ))
+        self._logw = forward[0]
+        self._robust = (forward, reverse, ap, bp)
+        self._noiseless = _robust_noiseless(ax, ap, ra, bx, bp, rb)
+
+    def _robust_sides(self, theta: float) -> tuple[float, float]:
+        assert self._robust is not None
+        forward_w, reverse_w, _, _ = self._robust
+        if self._geometry is None:
+            self._geometry = -np.abs(self._points[:, None] - self._xs[None, :])
+        g = self._geometry / theta
+        k = self._split
+        fwd = _row_logsumexp(g[:, :k] + forward_w[:, :k]) - _row_logsumexp(
+            g[:, k:] + forward_w[:, k:]
+        )
+        rev = _row_logsumexp(g[:, k:] + reverse_w[:, k:]) - _row_logsumexp(
+            g[:, :k] + reverse_w[:, :k]
+        )
+        return float(fwd.max()), float(rev.max())
+
     def sides(self, theta: float) -> tuple[float, float]:
         """(forward, reverse) at theta > 0."""
+        if self._robust is not None:
+            return self._robust_sides(theta)
         if self._grid is None or self._span > PREFIX_MAX_SPAN * theta:
             diff = self._matrix_log_ratio(theta)
         else:
@@ -133,6 +207,73 @@ def _prefix_log_density(cl: FloatArray, cr: FloatArray, logw: FloatArray) -> Flo
     return np.logaddexp(left, right)  # type: ignore[no-any-return]
 
 
+def ball_support(
+    law: Distribution, radius: float, domain: Sequence[float] | None
+) -> tuple[FloatArray, FloatArray]:
+    """(points, probs) of the laws in the ball: the positive support when radius = 0, else
+    supp(law) (zero-probability points included) plus ``domain``, zeros where law has none."""
+    if radius == 0.0:
+        return law.positive_arrays()
+    xs, ps = law.arrays()
+    extra = np.zeros(0) if domain is None else _validate.finite_vector(list(domain), "domain")
+    points = np.union1d(xs, extra)
+    probs = np.zeros(points.size)
+    probs[np.searchsorted(points, xs)] = ps
+    return points, probs
+
+
+def extreme_weights(probs: FloatArray, radius: float, order: FloatArray, top: bool) -> FloatArray:
+    """For each row c of ``order``: the law in {p' : sum p' = 1, p' >= 0, |p' - p|_1 <= r}
+    that maximises (top) or minimises sum p'_k g(c_k) for any increasing g.
+
+    Greedy (the LP's optimum): move m = min(r/2, 1 - p_best) mass to the best point (largest
+    c for top, smallest otherwise), taken from the worst points first. A move of d from j to
+    i costs 2d in L1 and changes the objective by d (g(c_i) - g(c_j)), so the cheapest gain is
+    always from the worst remaining point to the best one.
+    """
+    rows = order if top else -order
+    n, k = rows.shape
+    best = np.argmax(rows, axis=1)
+    out = np.broadcast_to(probs, (n, k)).copy()
+    if radius == 0.0:
+        return out
+    moved = np.minimum(min(radius, 2.0) / 2.0, 1.0 - probs[best])
+    ascending = np.argsort(rows, axis=1, kind="stable")
+    idx = np.arange(n)[:, None]
+    avail = out[idx, ascending]
+    avail[ascending == best[:, None]] = 0.0
+    before = np.cumsum(avail, axis=1) - avail
+    take = np.clip(moved[:, None] - before, 0.0, avail)
+    out[idx, ascending] -= take
+    out[np.arange(n), best] += moved
+    return np.maximum(out, 0.0)
+
+
+def _robust_noiseless(
+    ax: FloatArray, ap: FloatArray, ra: float, bx: FloatArray, bp: FloatArray, rb: float
+) -> tuple[float, float]:
+    """As theta -> 0 the ratio at a point x tends to A'(x)/B'(x): max over the balls of
+    log max A'(x) / min B'(x), both ways (a bound on every law's noiseless loss)."""
+    points = np.union1d(ax, bx)
+
+    def on(xs: FloatArray, ps: FloatArray, r: float, up: bool) -> FloatArray:
+        out = np.zeros(points.size)
+        at = np.searchsorted(points, xs)
+        out[at] = np.minimum(ps + r / 2.0, 1.0) if up else np.maximum(ps - r / 2.0, 0.0)
+        return out
+
+    def side(top: FloatArray, low: FloatArray) -> float:
+        live = top > 0.0
+        if np.any(low[live] <= 0.0):
+            return math.inf
+        return float(np.max(np.log(top[live]) - np.log(low[live])))
+
+    return (
+        side(on(ax, ap, ra, True), on(bx, bp, rb, False)),
+        side(on(bx, bp, rb, True), on(ax, ap, ra, False)),
+    )
+
+
 def _noiseless_loss(
     ax: FloatArray, ap: FloatArray, bx: FloatArray, bp: FloatArray
 ) -> tuple[float, float]:
@@ -142,10 +283,22 @@ def _noiseless_loss(
     return float(log_ratio.max()), float(-log_ratio.min())
 
 
-def audit(a: Distribution, b: Distribution, theta: float) -> AuditResult:
-    """Exact two-sided loss of priors A, B of X under Laplace(theta); theta = 0: no noise."""
+def audit(
+    a: Distribution,
+    b: Distribution,
+    theta: float,
+    radius_a: float = 0.0,
+    radius_b: float = 0.0,
+    domain: Sequence[float] | None = None,
+) -> AuditResult:
+    """Exact two-sided loss of priors A, B of X under Laplace(theta); theta = 0: no noise.
+
+    With a radius > 0: the robust loss, sup over every A' within L1 distance radius_a of A and
+    B' within radius_b of B (laws on supp(center) plus ``domain``; module docstring). At
+    theta = 0 the robust mode returns an upper bound (max A'(x) / min B'(x) pointwise).
+    """
     th = _validate.theta(theta)
-    auditor = PairAuditor(a, b)
+    auditor = PairAuditor(a, b, radius_a, radius_b, domain)
     if th == 0.0:
         forward, reverse = auditor.noiseless
     else:

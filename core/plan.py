@@ -11,7 +11,11 @@ already published). The release adds discrete Laplace noise of scale
     distribution_change   (P_g, P_h) for every other group h             Theorem 4 / exact
 
 so theta is a function of the settings and the laws only, never of who joined or what anyone
-reported. ``ReleasePlan`` keeps the mechanism and its privacy map together (OpenDP's
+reported. With learned laws, each group's law may come with a public L1 radius r_g
+(core.robust.radius, issue 15): then the pairs involving P_g are calibrated for every law within
+r_g of it (``group_balls``, docs/privacy.md "Robust calibration over an L1 ball").
+
+``ReleasePlan`` keeps the mechanism and its privacy map together (OpenDP's
 Measurement): ``draw`` adds the noise, ``charge`` is what one release costs under sequential
 composition (docs/privacy.md, "Composition").
 """
@@ -19,17 +23,19 @@ composition (docs/privacy.md, "Composition").
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from core import _validate
 from core.budget import composition_charge
 from core.distribution import Distribution, point_zero
 from core.errors import PufferfishInputError
 from core.kantorovich import plan_spread
 from core.noise import secure_laplace_release
 from core.policy import PairKind, Rule, calibrate
+from core.robust import reach_spread
 
 
 @dataclass(frozen=True)
@@ -80,30 +86,89 @@ def group_pairs(
     return [(law, laws[h]) for h in sorted(laws) if h != group and laws[h] != law]
 
 
+Ball = tuple[Distribution, Distribution, tuple[float, float]]
+
+
+def group_balls(
+    kind: PairKind,
+    group: str,
+    laws: Mapping[str, Distribution],
+    radii: Mapping[str, float],
+    domain: Sequence[float],
+) -> list[Ball]:
+    """``group_pairs`` when each law P_g is only known up to the L1 ball of radius radii[g]
+    (missing: 0) over ``domain``: (first, second, (radius of first, radius of second)).
+
+    A ball of radius > 0 gives mass to every domain point, so the value pairs range over
+    supp(P_g) plus the domain: value_change (delta_max, delta_min), value_presence (delta_a,
+    delta_0) with a = argmax |a| there (point masses: radii 0). distribution_presence:
+    (P_g, delta_0) with radii (r_g, 0); distribution_change: (P_g, P_h) with (r_g, r_h) for
+    every other group h — laws published equal are skipped only when both radii are 0.
+    """
+    r = radii.get(group, 0.0)
+    law = laws[group]
+    if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE):
+        if r == 0.0:
+            return [(a, b, (0.0, 0.0)) for a, b in group_pairs(kind, group, laws)]
+        reach = sorted(set(law.support) | set(domain))
+        widened = {group: Distribution.from_points(reach, [1.0 / len(reach)] * len(reach))}
+        return [(a, b, (0.0, 0.0)) for a, b in group_pairs(kind, group, widened)]
+    if kind is PairKind.DISTRIBUTION_PRESENCE:
+        return [(law, point_zero(), (r, 0.0))]
+    out: list[Ball] = []
+    for h in sorted(laws):
+        rh = radii.get(h, 0.0)
+        if h == group or (laws[h] == law and r == 0.0 and rh == 0.0):
+            continue
+        out.append((law, laws[h], (r, rh)))
+    return out
+
+
 def release_plan(
     laws: Mapping[str, Distribution],
     pairs: Iterable[PairKind],
     rule: Rule,
     epsilon: float,
     grid_log2: int,
+    radii: Mapping[str, float] | None = None,
+    domain: Sequence[float] | None = None,
 ) -> ReleasePlan:
-    """theta = max over every group and pair kind (ties: first group, then first pair kind)."""
+    """theta = max over every group and pair kind (ties: first group, then first pair kind).
+
+    ``radii`` {group: L1 radius of its law} (None or all 0: the laws are taken as exact);
+    ``domain`` the points a ball's laws may use (None: the union of every law's support,
+    zero-probability points included — learned laws with prior_floor > 0 have support =
+    domain already; pass the domain for declared laws). With radii, the spread that the
+    charge uses is the largest |x - x'| over the points the balls reach (a valid upper bound
+    on the spread of every coupled pair of laws in the balls).
+    """
     if not laws:
         raise PufferfishInputError("groups", "at least one group with a law is needed")
     wanted = set(pairs)
     kinds = [k for k in PairKind if k in wanted]
+    radii = {g: _validate.radius(radii.get(g, 0.0), f"radii.{g}") for g in laws} if radii else {}
+    unknown = sorted(set(radii) - set(laws))
+    if unknown:
+        raise PufferfishInputError("radii", f"names groups without a law: {unknown}")
+    points = _domain(laws, domain)
     theta, spread, binding_group, binding_pair = 0.0, 0.0, None, None
     table: dict[str, dict[PairKind, float]] = {}
-    cache: dict[tuple[PairKind, Distribution, Distribution], tuple[float, float]] = {}
+    cache: dict[tuple[PairKind, Distribution, Distribution, tuple[float, float]],
+                tuple[float, float]] = {}
     for group in sorted(laws):
         row = table.setdefault(group, {})
         for kind in kinds:
             row[kind] = 0.0
-            for first, second in group_pairs(kind, group, laws):
-                key = (kind, first, second)
+            for first, second, ball in group_balls(kind, group, laws, radii, points):
+                key = (kind, first, second, ball)
                 if key not in cache:
-                    got = calibrate(kind, rule, first, second, epsilon).theta
-                    cache[key] = (got, plan_spread(first, second))
+                    got = calibrate(
+                        kind, rule, first, second, epsilon, radii=ball, domain=points
+                    ).theta
+                    if ball == (0.0, 0.0):
+                        cache[key] = (got, plan_spread(first, second))
+                    else:
+                        cache[key] = (got, reach_spread(first, second, *ball, domain=points))
                 pair_theta, pair_spread = cache[key]
                 row[kind] = max(row[kind], pair_theta)
                 spread = max(spread, pair_spread)
@@ -113,6 +178,14 @@ def release_plan(
         theta=theta, epsilon=epsilon, spread=spread, grid_log2=grid_log2,
         binding_group=binding_group, binding_pair=binding_pair, groups=table,
     )
+
+
+def _domain(
+    laws: Mapping[str, Distribution], domain: Sequence[float] | None
+) -> tuple[float, ...]:
+    if domain is None:
+        return tuple(sorted({x for law in laws.values() for x in law.support}))
+    return tuple(sorted(set(_validate.finite_vector(list(domain), "domain").tolist())))
 
 
 @dataclass(frozen=True)

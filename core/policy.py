@@ -9,7 +9,7 @@ a user's *own* pair is valid for every population is docs/privacy.md, "User-loca
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -148,6 +148,74 @@ TABLE: dict[tuple[PairKind, Rule], Calibrator] = {
 }
 
 
+# -- robust mode (issue 15): the same (pair, rule) keys, for laws known up to an L1 ball ------
+# (first, second, epsilon, radius of first, radius of second, domain) -> Calibration
+RobustCalibrator = Callable[
+    [Distribution, Distribution, float, float, float, Sequence[float] | None], Calibration
+]
+
+
+def _robust_exact(
+    a: Distribution, b: Distribution, e: float, ra: float, rb: float, dom: Sequence[float] | None
+) -> Calibration:
+    from core.robust import robust_exact
+
+    return robust_exact(a, b, e, ra, rb, dom)
+
+
+def _worst_case(
+    a: Distribution, b: Distribution, e: float, ra: float, rb: float, dom: Sequence[float] | None
+) -> Calibration:
+    """max |x - x'| / eps over the points the balls reach (Proposition 1 for any coupling).
+
+    Value pairs: a ball of radius > 0 reaches every domain point, so this is Theorem 1 (2) on
+    the reachable points, tight. Theorem 3 (max|t|) and Kantorovich on (P, delta_0): the same
+    max over the reachable points, tight. Pairs of two balls under Theorem 4, Kantorovich or
+    the binary Lemmas: the span of the reachable points, a valid (conservative) bound.
+    """
+    from core.robust import worst_case_theta
+
+    theta = worst_case_theta(a, b, e, ra, rb, dom)
+    return Calibration(theta, e, "", "", "worst case over the reachable points (issue 15)")
+
+
+def _robust_thm3_relaxed(
+    a: Distribution, b: Distribution, e: float, ra: float, rb: float, dom: Sequence[float] | None
+) -> Calibration:
+    """Theorem 3 relaxed for every law in the ball: E_P[e^{|D|/theta}] is linear in P and its
+    coefficients increase with |x| whatever theta, so one law maximises it for every theta
+    (greedy: r/2 mass from the smallest |x| to the largest); calibrate that law."""
+    from core.robust import worst_presence_law
+
+    return _thm3_relaxed(worst_presence_law(a, ra, dom), b, e, point_zero())
+
+
+_ROBUST_DISTRIBUTION: dict[Rule, RobustCalibrator] = {
+    Rule.EXACT: _robust_exact,
+    Rule.KANTOROVICH: _worst_case,
+    Rule.BOUND: _worst_case,
+    Rule.RELAXED: _worst_case,
+    Rule.BINARY: _worst_case,
+}
+
+ROBUST: dict[tuple[PairKind, Rule], RobustCalibrator] = {
+    **{
+        (kind, how): _worst_case
+        for kind, how in TABLE
+        if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE)
+    },
+    **{
+        (kind, how): _ROBUST_DISTRIBUTION[how]
+        for kind, how in TABLE
+        if kind in (PairKind.DISTRIBUTION_PRESENCE, PairKind.DISTRIBUTION_CHANGE)
+    },
+    (PairKind.DISTRIBUTION_PRESENCE, Rule.RELAXED): _robust_thm3_relaxed,
+}
+_ROBUST_GENERIC: dict[Rule, RobustCalibrator] = {
+    Rule.EXACT: _robust_exact, Rule.KANTOROVICH: _worst_case
+}
+
+
 def rules_for(kind: PairKind | None) -> tuple[Rule, ...]:
     """The rules that apply to a pair kind (None: two priors of X, only the generic rules)."""
     if kind is None:
@@ -181,15 +249,32 @@ def calibrate(
     second: Distribution,
     eps: float,
     rest: Distribution | None = None,
+    radii: tuple[float, float] = (0.0, 0.0),
+    domain: Sequence[float] | None = None,
 ) -> Calibration:
-    """theta for the pair (first, second) of kind ``kind`` under rule ``how``."""
+    """theta for the pair (first, second) of kind ``kind`` under rule ``how``.
+
+    ``radii`` (r_first, r_second): each law is only known up to an L1 ball of that radius,
+    whose laws live on its support plus ``domain`` (issue 15). Both 0: the table above. Else
+    the same (pair, rule) key in ``ROBUST``: theta valid for every law in the balls — the exact
+    rule is robust over the balls (core.robust.robust_exact), so `exact` keeps its name: with
+    a radius it means "exact for every law the published one may stand for".
+    """
     e = _validate.epsilon(eps)
     how = rule(how)
+    r_first = _validate.radius(radii[0], "radius")
+    r_second = _validate.radius(radii[1], "radius")
     fn = _GENERIC.get(how) if kind is None else TABLE.get((kind, how))
     if fn is None:
         allowed = ", ".join(r.value for r in rules_for(kind))
         raise PufferfishInputError(
             "rule", f"{how.value!r} does not apply to {kind or 'priors'}; use one of {allowed}"
         )
-    result = fn(first, second, e, rest if rest is not None else point_zero())
+    if r_first > 0.0 or r_second > 0.0:
+        robust = _ROBUST_GENERIC[how] if kind is None else ROBUST[(kind, how)]
+        if how is Rule.BINARY:  # the binary Lemmas need Bernoulli laws, in the ball too
+            fn(first, second, e, point_zero())
+        result = robust(first, second, e, r_first, r_second, domain)
+    else:
+        result = fn(first, second, e, rest if rest is not None else point_zero())
     return replace(result, rule=how.value, pair=kind.value if kind else "priors")
