@@ -17,19 +17,10 @@ from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution
 from core.kantorovich import delta_star, plan_spread
+from tests.core.strategies import integer_law
 
 SLACK = 1 + 1e-9
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@st.composite
-def integer_law(draw: st.DrawFn, max_k: int = 20, lo: int = -20, hi: int = 20) -> Distribution:
-    k = draw(st.integers(1, max_k))
-    xs = draw(st.lists(st.integers(lo, hi), min_size=k, max_size=k, unique=True))
-    counts = draw(st.lists(st.integers(0, 1000), min_size=k, max_size=k))
-    if sum(counts) == 0:
-        counts[0] = 1
-    return Distribution.from_counts(xs, counts)
 
 
 @st.composite
