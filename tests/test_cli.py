@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from scipy import optimize
-from scipy.special import logsumexp
+
+from tests.oracles import grid_loss
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("pufferfish")
 COMMAND = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "stream_app"]
@@ -52,18 +52,6 @@ EX_I = {"support": [1, 2, 3, 4, 5], "probs": [0.2, 0.225, 0.5, 0.075, 0.0]}  # p
 EX_J = {"support": [1, 2, 3, 4, 5], "probs": [0.0, 0.075, 0.5, 0.225, 0.2]}
 REST = {"support": [0, 1, 2], "probs": [0.25, 0.5, 0.25]}
 DELTA0 = {"support": [0], "probs": [1.0]}
-
-
-def grid_loss(a: dict[str, Any], b: dict[str, Any], theta: float) -> float:
-    """sup over a dense grid of y of |log P(y|A)/P(y|B)|; the grid holds every support point
-    and beyond the supports the ratio is constant, so this is the exact sup."""
-    ax, ap = np.array(a["support"], float), np.array(a["probs"], float)
-    bx, bp = np.array(b["support"], float), np.array(b["probs"], float)
-    lo, hi = min(ax.min(), bx.min()) - 1, max(ax.max(), bx.max()) + 1
-    ys = np.union1d(np.arange(lo, hi, 1e-3), np.concatenate((ax, bx)))
-    log_a = logsumexp(-np.abs(ys[:, None] - ax[None, :]) / theta, b=ap, axis=1)
-    log_b = logsumexp(-np.abs(ys[:, None] - bx[None, :]) / theta, b=bp, axis=1)
-    return float(np.max(np.abs(log_a - log_b)))
 
 
 def bernoulli_pair_loss(p: float, q: float, theta: float) -> float:

@@ -9,31 +9,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.special import logsumexp
 
 from core.errors import PufferfishInputError
 from core.spec import audit_spec, calibrate_spec, parse_spec
+from tests.oracles import grid_loss
 
 EPS = 0.5
 
 
 def bern(p: float) -> dict[str, list[float]]:
     return {"support": [0, 1], "probs": [1 - p, p]}
-
-
-def grid_loss(a: dict[str, Any], b: dict[str, Any], theta: float) -> float:
-    """Exact sup over y: a dense grid holding every support point (ratio constant outside)."""
-    ax, ap = np.array(a["support"], float), np.array(a["probs"], float)
-    bx, bp = np.array(b["support"], float), np.array(b["probs"], float)
-    lo, hi = min(ax.min(), bx.min()) - 1, max(ax.max(), bx.max()) + 1
-    ys = np.union1d(np.arange(lo, hi, 1e-2), np.concatenate((ax, bx)))
-    log_a = logsumexp(-np.abs(ys[:, None] - ax[None, :]) / theta, b=ap, axis=1)
-    log_b = logsumexp(-np.abs(ys[:, None] - bx[None, :]) / theta, b=bp, axis=1)
-    return float(np.max(np.abs(log_a - log_b)))
 
 
 DELTA0 = {"support": [0.0], "probs": [1.0]}
