@@ -24,10 +24,10 @@ from bench import _common
 from core.distribution import Distribution
 from core.plan import release_plan
 from core.policy import STREAM_RULES, PairKind, Rule
-from stream_app.ingest import Ingest, Record
+from stream_app.ingest import Ingest, MemoryStore, Record
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
-from stream_app.state import EventRules, PartitionAggregate, UserState
+from stream_app.state import EventRules, UserState
 
 NAME = "recalibration"
 EPS = 0.5
@@ -74,34 +74,11 @@ def time_plan(
 
 
 # --- part 2: the per-event ingest path -------------------------------------------------------
-class DictStore:
-    """An in-memory ``stream_app.ingest.UserStore``: like the worker's memory table, it keeps
-    ``UserState.to_json()`` per user and decodes it on every read."""
-
-    def __init__(self) -> None:
-        self.users: dict[str, dict[str, Any]] = {}
-        self.aggregates: dict[int, PartitionAggregate] = {}
-
-    def get(self, user_id: str, event: Any) -> UserState | None:
-        raw = self.users.get(user_id)
-        return UserState.from_json(raw) if raw is not None else None
-
-    def put(self, user_id: str, state: UserState, event: Any) -> None:
-        self.users[user_id] = state.to_json()
-
-    def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
-        agg = self.aggregates.get(partition)
-        if agg is None:
-            users = [(u, UserState.from_json(v)) for u, v in self.users.items()]
-            agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
-        return agg
-
-
 def partition_of(user_id: str) -> int:
     return zlib.crc32(user_id.encode()) % PARTITIONS
 
 
-def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, DictStore, Settings]:
+def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, MemoryStore, Settings]:
     """N present users of the one configured group, each with a random histogram over K values
     (as after a table recovery), and their partition aggregates."""
     domain = tuple(float(v) for v in range(k))
@@ -110,7 +87,7 @@ def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, DictStore, Settings
     rules = EventRules(domain=domain, grid_log2=settings.grid_log2,
                        dedup_window=settings.dedup_window, auto_join=False,
                        known_groups=frozenset({GROUP}), default_group=GROUP)
-    store = DictStore()
+    store = MemoryStore()
     rng = np.random.default_rng(seed)
     unit = 2 ** -GRID_LOG2
     for i in range(n):

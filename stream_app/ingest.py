@@ -48,6 +48,30 @@ class UserStore(Protocol):
     def aggregate(self, partition: int, event: Any) -> PartitionAggregate: ...
 
 
+class MemoryStore:
+    """A ``UserStore`` on a plain dict (tests, benchmarks): like the worker's table it keeps
+    ``UserState.to_json()`` per user, decodes it on every read, and builds a partition's
+    aggregate from the stored users the first time it is asked for."""
+
+    def __init__(self) -> None:
+        self.users: dict[str, dict[str, Any]] = {}
+        self.aggregates: dict[int, PartitionAggregate] = {}
+
+    def get(self, user_id: str, event: Any = None) -> UserState | None:
+        raw = self.users.get(user_id)
+        return UserState.from_json(raw) if raw is not None else None
+
+    def put(self, user_id: str, state: UserState, event: Any = None) -> None:
+        self.users[user_id] = state.to_json()
+
+    def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
+        agg = self.aggregates.get(partition)
+        if agg is None:
+            users = [(u, UserState.from_json(v)) for u, v in self.users.items()]
+            agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
+        return agg
+
+
 class Message(NamedTuple):
     topic: str
     partition: int

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.ingest import Ingest, Record
+from stream_app.ingest import Ingest, MemoryStore, Record
 from stream_app.metrics import Metrics
 from stream_app.models import Rejected, check_key, parse_membership, parse_report
 from stream_app.settings import Settings
@@ -40,24 +40,6 @@ def settings(**kw: Any) -> Settings:
     return Settings(**base)
 
 
-class DictStore:
-    """A plain dict stands in for the worker's Faust table (ingest.UserStore)."""
-
-    def __init__(self) -> None:
-        self.users: dict[str, Any] = {}
-        self.aggregates: dict[int, PartitionAggregate] = {}
-
-    def get(self, user_id: str, event: Any) -> UserState | None:
-        raw = self.users.get(user_id)
-        return UserState.from_json(raw) if raw is not None else None
-
-    def put(self, user_id: str, state: UserState, event: Any) -> None:
-        self.users[user_id] = state.to_json()
-
-    def aggregate(self, partition: int, event: Any) -> PartitionAggregate:
-        return self.aggregates.setdefault(partition, PartitionAggregate(partition=partition))
-
-
 class App:
     """The ingest engine on a dict store, with its own metrics."""
 
@@ -68,7 +50,7 @@ class App:
             auto_join=s.auto_join, known_groups=frozenset({"default"}), default_group="default",
         )
         self.metrics = Metrics.create()
-        self.store = DictStore()
+        self.store = MemoryStore()
         self.ingest = Ingest(s, self.rules, self.metrics, self.store)
         self.users = self.store.users
         self.aggregates = self.store.aggregates
