@@ -40,8 +40,11 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
-    """True when nothing listens on HOST:port right now."""
+    """True when nothing listens on HOST:port right now (connections of an earlier listener
+    in TIME_WAIT do not count: tansu and the metrics server bind with SO_REUSEADDR, so a
+    broker can be started again on the port it just left)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:

@@ -39,56 +39,38 @@ TANSU_COMPAT = {
 }
 
 
+# topic role -> partitions (None: the input partition count); names are "<prefix>-<role>"
+TOPIC_ROLES: dict[str, int | None] = {
+    "reports": None, "membership": None, "releases": 1, "deadletter": 1, "partials": 1,
+}
+
+
 @dataclass
 class Topics:
     """A fresh, unique topic set (several tests share one broker)."""
 
     prefix: str = field(default_factory=lambda: f"rel-{uuid.uuid4().hex[:8]}")
     partitions: int = 2
+    reports: str = field(init=False)
+    membership: str = field(init=False)
+    releases: str = field(init=False)
+    deadletter: str = field(init=False)
+    partials: str = field(init=False)
+    app_id: str = field(init=False)
 
-    @property
-    def reports(self) -> str:
-        return f"{self.prefix}-reports"
-
-    @property
-    def membership(self) -> str:
-        return f"{self.prefix}-membership"
-
-    @property
-    def releases(self) -> str:
-        return f"{self.prefix}-releases"
-
-    @property
-    def deadletter(self) -> str:
-        return f"{self.prefix}-deadletter"
-
-    @property
-    def partials(self) -> str:
-        return f"{self.prefix}-partials"
-
-    @property
-    def app_id(self) -> str:
-        return f"{self.prefix}-app"
+    def __post_init__(self) -> None:
+        for role in TOPIC_ROLES:
+            setattr(self, role, f"{self.prefix}-{role}")
+        self.app_id = f"{self.prefix}-app"
 
     def create_map(self) -> dict[str, int]:
-        return {
-            self.reports: self.partitions,
-            self.membership: self.partitions,
-            self.releases: 1,
-            self.deadletter: 1,
-            self.partials: 1,
-        }
+        return {getattr(self, role): n or self.partitions for role, n in TOPIC_ROLES.items()}
 
     def env(self) -> dict[str, str]:
-        return {
-            "PUFFERFISH_APP_ID": self.app_id,
-            "PUFFERFISH_TOPIC_REPORTS": self.reports,
-            "PUFFERFISH_TOPIC_MEMBERSHIP": self.membership,
-            "PUFFERFISH_TOPIC_RELEASES": self.releases,
-            "PUFFERFISH_TOPIC_DEADLETTER": self.deadletter,
-            "PUFFERFISH_TOPIC_PARTIALS": self.partials,
-            "PUFFERFISH_INPUT_PARTITIONS": str(self.partitions),
-        }
+        env = {f"PUFFERFISH_TOPIC_{role.upper()}": getattr(self, role) for role in TOPIC_ROLES}
+        env["PUFFERFISH_APP_ID"] = self.app_id
+        env["PUFFERFISH_INPUT_PARTITIONS"] = str(self.partitions)
+        return env
 
 
 def run(coro: Any) -> Any:
@@ -97,6 +79,24 @@ def run(coro: Any) -> Any:
 
 def create(bootstrap: str, topics: Topics) -> None:
     run(create_topics(bootstrap, topics.create_map()))
+
+
+def new_topics(bootstrap: str, partitions: int = 2) -> Topics:
+    """A fresh topic set, created on the broker."""
+    topics = Topics(partitions=partitions)
+    create(bootstrap, topics)
+    return topics
+
+
+# epsilon = 1e6 per release makes theta <= 5e-6: the discrete Laplace noise on the 2**-10 grid
+# is 0 except with probability ~e^-200, so a release shows the exact running sum (checked
+# within laplace_bound(theta)); the budget never runs out.
+EXACT_SUM_SETTINGS = {
+    "PUFFERFISH_EPSILON": "1000000",
+    "PUFFERFISH_BUDGET_TOTAL": "1e12",
+    "PUFFERFISH_RELEASE_PERIOD_SECONDS": "0.5",
+    "PUFFERFISH_LOG_LEVEL": "info",
+}
 
 
 def worker_env(
@@ -124,6 +124,12 @@ def worker_env(
     if overrides:
         env.update(overrides)
     return env
+
+
+def fresh_ports(env: Mapping[str, str]) -> dict[str, str]:
+    """The same worker env on new metrics/web ports (a restart while the old ports linger)."""
+    return {**env, "PUFFERFISH_METRICS_PORT": str(free_port()),
+            "PUFFERFISH_WEB_PORT": str(free_port())}
 
 
 class Worker:
@@ -380,6 +386,14 @@ def read_all_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:
             if r.value is not None]
 
 
+def join(bootstrap: str, topics: Topics, worker: Worker, users: Sequence[str],
+         ts: float = 1.0) -> None:
+    """The worker's first membership events: `users` join at `ts`; returns once applied."""
+    produce_raw(bootstrap, [(topics.membership, u.encode(), membership(u, "join", ts))
+                            for u in users])
+    wait_consumed(worker, "membership", len(users))
+
+
 def wait_consumed(worker: Worker, kind: str, at_least: int, timeout: float = 60.0) -> None:
     def check() -> bool:
         got = worker.metric("pufferfish_events_consumed_total", {"kind": kind})
@@ -417,49 +431,3 @@ def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
         if cur["epsilon_spent"] < prev["epsilon_spent"]:
             decreases.append((int(cur["seq"]), prev["epsilon_spent"], cur["epsilon_spent"]))
     return JournalCheck(len(releases), len(by_seq), repeats, sorted(conflicting), decreases)
-
-
-class RestartableTansu:
-    """tansu on a fixed loopback port that can be stopped and started again (memory storage:
-    a restart comes back empty). EmbeddedBroker refuses a port in TIME_WAIT; tansu itself
-    binds with SO_REUSEADDR, so this launches it directly."""
-
-    def __init__(self, log_path: Path) -> None:
-        self.port = free_port()
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"kafka://{self.bootstrap}"
-
-    def start(self, timeout: float = 30.0) -> RestartableTansu:
-        from stream_app.local.broker import tansu_binary
-        from stream_app.local.broker import wait_ready as broker_ready
-
-        listener = f"tcp://{self.bootstrap}"
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [str(tansu_binary()), "broker", "--cluster-id", f"rel-{uuid.uuid4().hex[:6]}",
-                 "--listener-url", listener, "--advertised-listener-url", listener,
-                 "--storage-engine", "memory://tansu/"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "RUST_LOG": "warn"}, start_new_session=True,
-            )
-        run(broker_ready(self.bootstrap, timeout))
-        assert self.proc.poll() is None, f"tansu exited, see {self.log_path}"
-        return self
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)

@@ -18,12 +18,14 @@ from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import sample
 from stream_app.models import RAW_TRUNCATE_BYTES
 from tests.reliability.harness import (
+    EXACT_SUM_SETTINGS,
     Topics,
     Worker,
-    create,
+    join,
     laplace_bound,
     load_bad_records,
     membership,
+    new_topics,
     produce_raw,
     read_all_json,
     read_json,
@@ -37,21 +39,13 @@ from tests.reliability.harness import (
 
 pytestmark = [pytest.mark.integration]
 
-SETTINGS = {
-    "PUFFERFISH_EPSILON": "1000000",
-    "PUFFERFISH_BUDGET_TOTAL": "1e12",
-    "PUFFERFISH_RELEASE_PERIOD_SECONDS": "0.5",
-    "PUFFERFISH_LOG_LEVEL": "info",
-    "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
-}
+SETTINGS = {**EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096"}
 PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]
 
 
 def _setup_population(broker: EmbeddedBroker, topics: Topics, worker: Worker) -> None:
     """cp-1..cp-5 join, report once; cp-1 also sends report id dup-1; cp-5 leaves."""
-    produce_raw(broker.bootstrap,
-                [(topics.membership, u.encode(), membership(u, "join", ts=10.0)) for u in PRESENT])
-    wait_consumed(worker, "membership", len(PRESENT))
+    join(broker.bootstrap, topics, worker, PRESENT, ts=10.0)
     setup = [(topics.reports, u.encode(), report(u, i + 0, f"setup-{u}", ts=20.0 + i))
              for i, u in enumerate(PRESENT)]
     setup.append((topics.reports, b"cp-1", report("cp-1", 2, "dup-1", ts=30.0)))
@@ -69,8 +63,7 @@ def _dl_text(raw: bytes) -> str:
 def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroker,
                                                     tmp_path: Path) -> None:
     broker = broker_module
-    topics = Topics(partitions=2)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 2)
     bad = load_bad_records()
     assert len(bad) >= 45
     worker = Worker(worker_env(broker.url, topics, tmp_path / "data", SETTINGS), tmp_path,
@@ -154,8 +147,7 @@ def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: Embedd
     """max_payload_bytes may be up to 1 MiB; a 5000-digit integer then reaches json.loads,
     which raises a plain ValueError (Python's int digit limit) instead of JSONDecodeError."""
     broker = broker_module
-    topics = Topics(partitions=1)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 1)
     settings = {**SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "65536"}
     worker = Worker(worker_env(broker.url, topics, tmp_path / "data", settings), tmp_path,
                     "digits").start()
@@ -163,8 +155,7 @@ def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: Embedd
               + b', "report_id": "poison", "ts": 50.0}')
     try:
         wait_ready(worker)
-        produce_raw(broker.bootstrap, [(topics.membership, b"u1", membership("u1", "join", 1.0))])
-        wait_consumed(worker, "membership", 1)
+        join(broker.bootstrap, topics, worker, ["u1"])
         produce_raw(broker.bootstrap, [
             (topics.reports, b"u1", poison),
             (topics.reports, b"u1", report("u1", 3, "after-poison", ts=60.0)),

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
+from stream_app.local.broker import EmbeddedBroker, free_port
 from tests.reliability.harness import (
-    RestartableTansu,
-    Topics,
+    EXACT_SUM_SETTINGS,
     Worker,
     check_journal,
     create,
+    join,
     laplace_bound,
-    membership,
+    new_topics,
     produce_raw,
     read_json,
     report,
-    wait_consumed,
     wait_for_records,
     wait_ready,
     worker_env,
@@ -43,20 +43,15 @@ def _sum_is(expected: int) -> Any:
 
 @pytest.mark.timeout(180)
 def test_broker_stopped_and_restarted(tmp_path: Path) -> None:
-    broker = RestartableTansu(tmp_path / "tansu.log").start()
+    # a fixed port, so that the broker can be started again where the worker looks for it
+    broker = EmbeddedBroker(port=free_port(), log_path=tmp_path / "tansu.log").start()
     worker: Worker | None = None
     try:
-        topics = Topics(partitions=2)
-        create(broker.bootstrap, topics)
-        env = worker_env(broker.url, topics, tmp_path / "data", {
-            "PUFFERFISH_EPSILON": "1000000", "PUFFERFISH_BUDGET_TOTAL": "1e12",
-            "PUFFERFISH_RELEASE_PERIOD_SECONDS": "0.5", "PUFFERFISH_LOG_LEVEL": "info",
-        })
+        topics = new_topics(broker.bootstrap, 2)
+        env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
         worker = Worker(env, tmp_path, "outage").start()
         wait_ready(worker)
-        produce_raw(broker.bootstrap, [(topics.membership, u.encode(), membership(u, "join", 1.0))
-                                       for u in USERS])
-        wait_consumed(worker, "membership", len(USERS))
+        join(broker.bootstrap, topics, worker, USERS)
         produce_raw(broker.bootstrap, [(topics.reports, u.encode(), report(u, i, f"{u}-a", 2.0))
                                        for i, u in enumerate(USERS)])
         life1 = wait_for_records(broker.bootstrap, topics.releases, _sum_is(10), 60,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, free_port
+from stream_app.local.broker import EmbeddedBroker
 from tests.kafka_helpers import delete_topic
 from tests.reliability.harness import (
-    Topics,
     Worker,
-    create,
-    membership,
+    fresh_ports,
+    join,
+    new_topics,
     produce_raw,
     read_all_json,
     report,
@@ -39,11 +39,6 @@ SETTINGS = {
 }
 
 
-def _fresh_ports(env: dict[str, str]) -> dict[str, str]:
-    return {**env, "PUFFERFISH_METRICS_PORT": str(free_port()),
-            "PUFFERFISH_WEB_PORT": str(free_port())}
-
-
 def _exhausted(worker: Worker) -> bool:
     return worker.metric("pufferfish_budget_exhausted") == 1.0
 
@@ -52,8 +47,7 @@ def _exhausted(worker: Worker) -> bool:
 def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: EmbeddedBroker,
                                                               tmp_path: Path) -> None:
     broker = broker_module
-    topics = Topics(partitions=2)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 2)
     env = worker_env(broker.url, topics, tmp_path / "data", SETTINGS)
     users = [f"b{i}" for i in range(6)]
     sent = 0
@@ -69,9 +63,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
     w = Worker(env, tmp_path, "budget-1").start()
     try:
         wait_ready(w)
-        produce_raw(broker.bootstrap,
-                    [(topics.membership, u.encode(), membership(u, "join", 1.0)) for u in users])
-        wait_consumed(w, "membership", len(users))
+        join(broker.bootstrap, topics, w, users)
         feed("a")
         wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
         feed("b")
@@ -88,7 +80,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
 
     restarts = []
     for how in ("sigkill", "sigterm"):
-        w = Worker(_fresh_ports(env), tmp_path, f"budget-after-{how}").start()
+        w = Worker(fresh_ports(env), tmp_path, f"budget-after-{how}").start()
         try:
             wait_ready(w)
             feed(f"after-{how}")
@@ -123,14 +115,12 @@ def test_budget_survives_loss_of_the_releases_journal(broker_module: EmbeddedBro
     import asyncio
 
     broker = broker_module
-    topics = Topics(partitions=1)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 1)
     env = worker_env(broker.url, topics, tmp_path / "data", SETTINGS)
     w = Worker(env, tmp_path, "journal-1").start()
     try:
         wait_ready(w)
-        produce_raw(broker.bootstrap, [(topics.membership, b"j1", membership("j1", "join", 1.0))])
-        wait_consumed(w, "membership", 1)
+        join(broker.bootstrap, topics, w, ["j1"])
         produce_raw(broker.bootstrap, [(topics.reports, b"j1", report("j1", 3, "j1-a", 2.0))])
         wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
     finally:
@@ -138,7 +128,7 @@ def test_budget_survives_loss_of_the_releases_journal(broker_module: EmbeddedBro
     assert len(read_all_json(broker.bootstrap, topics.releases)) == 3
     # retention expired / topic lost: the journal is empty again
     asyncio.run(delete_topic(broker.bootstrap, topics.releases))
-    w = Worker(_fresh_ports(env), tmp_path, "journal-2").start()
+    w = Worker(fresh_ports(env), tmp_path, "journal-2").start()
     try:
         wait_ready(w)
         produce_raw(broker.bootstrap, [(topics.reports, b"j1", report("j1", 4, "j1-b", 3.0))])

@@ -17,14 +17,16 @@ from typing import Any
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, free_port
+from stream_app.local.broker import EmbeddedBroker
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
+    EXACT_SUM_SETTINGS,
     Topics,
     Worker,
     check_journal,
-    create,
+    fresh_ports,
     laplace_bound,
+    new_topics,
     produce_raw,
     read_all_json,
     read_json,
@@ -38,15 +40,6 @@ from tests.reliability.harness import (
 from tests.reliability.workload import Workload, accepted_total, histogram_mismatches
 
 pytestmark = [pytest.mark.integration]
-
-EXACT_SUM_SETTINGS = {
-    "PUFFERFISH_EPSILON": "1000000",
-    "PUFFERFISH_BUDGET_TOTAL": "1e12",
-    "PUFFERFISH_RELEASE_PERIOD_SECONDS": "0.5",
-    "PUFFERFISH_PAIRS": '["value_presence"]',
-    "PUFFERFISH_LOG_LEVEL": "info",
-}
-
 
 def _wait_for_sum(broker: EmbeddedBroker, topics: Topics, expected: int, worker: Worker,
                   timeout: float = 90.0) -> list[dict[str, Any]]:
@@ -107,8 +100,7 @@ CHUNK, PACE = 50, 0.1
 @pytest.mark.timeout(240)
 def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path: Path) -> None:
     broker = broker_module
-    topics = Topics(partitions=2)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 2)
     wl = Workload.make(n_users=40, per_user=100, dup_every=25, seed=7)
     chunks = wl.feed(topics, wl.reports, CHUNK)
 
@@ -137,10 +129,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
     releases_before = read_all_json(broker.bootstrap, topics.releases)
     eps_before = max((r["epsilon_spent"] for r in releases_before), default=0.0)
 
-    env2 = dict(env)
-    env2["PUFFERFISH_METRICS_PORT"] = str(free_port())
-    env2["PUFFERFISH_WEB_PORT"] = str(free_port())
-    w2 = Worker(env2, tmp_path, "after-restart").start()
+    w2 = Worker(fresh_ports(env), tmp_path, "after-restart").start()
     try:
         wait_ready(w2)
         releases = _wait_for_sum(broker, topics, wl.expected_sum(), w2)
@@ -172,8 +161,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
 def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroker,
                                                     tmp_path: Path) -> None:
     broker = broker_module
-    topics = Topics(partitions=4)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 4)
     wl = Workload.make(n_users=40, per_user=60, dup_every=20, seed=11, prefix="t")
     env_a = worker_env(broker.url, topics, tmp_path / "data-a", EXACT_SUM_SETTINGS)
     env_b = worker_env(broker.url, topics, tmp_path / "data-b", EXACT_SUM_SETTINGS)
@@ -254,8 +242,7 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
     import signal
 
     broker = broker_module
-    topics = Topics(partitions=2)
-    create(broker.bootstrap, topics)
+    topics = new_topics(broker.bootstrap, 2)
     wl = Workload.make(n_users=10, per_user=3, dup_every=0, seed=5, prefix="z")
     first, second = wl.reports[:10], wl.reports[10:]
     workers = [Worker(worker_env(broker.url, topics, tmp_path / f"data-{n}", EXACT_SUM_SETTINGS),

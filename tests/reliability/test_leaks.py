@@ -26,8 +26,8 @@ from tests.reliability import procnet
 from tests.reliability.harness import (
     Topics,
     Worker,
-    create,
     membership,
+    new_topics,
     produce_raw,
     read_json,
     report,
@@ -94,8 +94,7 @@ def runs(broker_module: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
     out: dict[str, RunOutput] = {}
     workers, topic_sets = {}, {}
     for name in ("A", "B"):
-        topics = Topics(partitions=2)
-        create(broker.bootstrap, topics)
+        topics = new_topics(broker.bootstrap, 2)
         env = worker_env(broker.url, topics, tmp / f"data-{name}", _worker_settings())
         web = env["PUFFERFISH_WEB_PORT"]
         assert web  # Faust's web server on: its socket is checked too

@@ -24,7 +24,11 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.settings import Settings
-from tests.reliability.harness import Topics, Worker, create, worker_env
+from tests.reliability.harness import (
+    Worker,
+    new_topics,
+    worker_env,
+)
 from tests.waiting import wait_for
 
 PASSWORD = "Pw-9zQ-s3cr3t-Xy7"
@@ -145,8 +149,7 @@ def test_worker_start_up_log_never_contains_the_password(
     # SASL_PLAINTEXT: the plaintext test broker answers the SASL handshake (and refuses it),
     # so the worker gets as far as authenticating -- the moment a careless log would print it.
     protocol = "SASL_PLAINTEXT"
-    topics = Topics(partitions=1)
-    create(broker_module.bootstrap, topics)
+    topics = new_topics(broker_module.bootstrap, 1)
     env = worker_env(broker_module.url, topics, tmp_path / "data", {
         "PUFFERFISH_BROKER_SECURITY_PROTOCOL": protocol,
         "PUFFERFISH_SASL_MECHANISM": "PLAIN",
