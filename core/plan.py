@@ -146,10 +146,10 @@ def release_plan(
         raise PufferfishInputError("groups", "at least one group with a law is needed")
     wanted = set(pairs)
     kinds = [k for k in PairKind if k in wanted]
-    radii = {g: _validate.radius(radii.get(g, 0.0), f"radii.{g}") for g in laws} if radii else {}
-    unknown = sorted(set(radii) - set(laws))
+    unknown = sorted(set(radii or {}) - set(laws))
     if unknown:
         raise PufferfishInputError("radii", f"names groups without a law: {unknown}")
+    radii = {g: _validate.radius(radii.get(g, 0.0), f"radii.{g}") for g in laws} if radii else {}
     points = _domain(laws, domain)
     theta, spread, binding_group, binding_pair = 0.0, 0.0, None, None
     table: dict[str, dict[PairKind, float]] = {}
