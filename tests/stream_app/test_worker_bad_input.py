@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import REJECT_REASONS
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import (
+    input_env,
     noise_bound,
+    releases_after,
     scrape,
     send,
     start_worker,
     wait_handled,
-    worker_env,
 )
-from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -34,11 +34,10 @@ def join(uid: str, group: str = "g1") -> dict:
 
 
 def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    asyncio.run(create_topics(broker.bootstrap, {"reports": 2, "membership": 2}))
     priors = tmp_path / "priors.json"  # declares the known groups
     priors.write_text('{"g1": {"support": [0, 1], "probs": [0.5, 0.5]}}')
-    env = worker_env(
-        broker, tmp_path, app_id="bad", input_partitions="2", domain=[0, 1, 2, 5],
+    env = input_env(
+        broker, tmp_path, 2, app_id="bad", domain=[0, 1, 2, 5],
         pairs=["value_presence"], release_period_seconds="0.5", max_payload_bytes="1024",
         priors_file=str(priors),
     )
@@ -99,12 +98,8 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         # the good records around the bad ones made it into the releases: X = 2 + 5
         drained = time.time()
 
-        def fresh() -> list[dict]:
-            recs = json_values(asyncio.run(consume_all(broker.bootstrap, "releases", timeout=1)))
-            return [r for r in recs if r["ts"] > drained + 1.0]
-
-        wait_for(lambda: len(fresh()) >= 2, 60, "2 releases after the bad input")
-        got = fresh()
+        records = releases_after(broker.bootstrap, drained + 1.0, 2, timeout=60)
+        got = [r for r in records if r["ts"] > drained + 1.0]
         for r in got:
             # value_presence over supp(P_g1) = {0, 1}: max |a| / eps = 1, whatever was reported
             assert r["theta"] == pytest.approx(1.0)

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from core.auditor import audit
-from stream_app.local.broker import EmbeddedBroker, create_topics
-from tests.kafka_helpers import consume_all, json_values
+from stream_app.local.broker import EmbeddedBroker
 from tests.stream_app.worker_proc import (
     Reference,
+    input_env,
     noise_bound,
+    releases_after,
     scrape,
     send,
     start_worker,
     wait_handled,
-    worker_env,
 )
-from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -37,20 +34,9 @@ RELEASE_FIELDS = {
 }
 
 
-def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> list[dict]:
-    """All releases, once at least `count` of them were published after `since`."""
-
-    def enough() -> list[dict[str, Any]]:
-        recs = json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
-        return recs if len([r for r in recs if r["ts"] > since]) >= count else []
-
-    return wait_for(enough, timeout, f"{count} releases published after t={since:.2f}")
-
-
 def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    asyncio.run(create_topics(broker.bootstrap, {"reports": 2, "membership": 2}))
-    env = worker_env(
-        broker, tmp_path, app_id="e2e", input_partitions="2", domain=list(DOMAIN),
+    env = input_env(
+        broker, tmp_path, 2, app_id="e2e", domain=list(DOMAIN),
         pairs=list(PAIRS), epsilon=str(EPS), budget_total=str(BUDGET),
         release_period_seconds="0.5", groups=list(GROUPS), learn_period_seconds="86400",
     )

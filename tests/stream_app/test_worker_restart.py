@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker
 from tests.kafka_helpers import PacedProducer, Record, consume_all, json_values, read_to_end
 from tests.stream_app.worker_proc import (
     Reference,
     barrier,
     handled,
+    input_env,
     noise_bound,
     send,
     start_worker,
     wait_handled,
-    worker_env,
 )
 from tests.waiting import wait_for
 
@@ -74,9 +74,8 @@ def check_journal(records: list[dict]) -> None:
 
 
 def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    asyncio.run(create_topics(broker.bootstrap, {"reports": PARTS, "membership": PARTS}))
-    env = worker_env(
-        broker, tmp_path, app_id="restart", input_partitions=str(PARTS), domain=list(DOMAIN),
+    env = input_env(
+        broker, tmp_path, PARTS, app_id="restart", domain=list(DOMAIN),
         pairs=list(PAIRS), budget_total=str(BUDGET), release_period_seconds="0.5",
     )
     ref = Reference(DOMAIN, PAIRS, 1.0)

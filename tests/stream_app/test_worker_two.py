@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, create_topics
+from stream_app.local.broker import EmbeddedBroker
 from tests.stream_app.test_worker_restart import all_releases, check_consistent, check_journal
 from tests.stream_app.worker_proc import (
     Reference,
     barrier,
     handled,
+    input_env,
     scrape,
     send,
     start_worker,
-    worker_env,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -29,9 +28,8 @@ PARTS = 2
 
 
 def test_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    asyncio.run(create_topics(broker.bootstrap, {"reports": PARTS, "membership": PARTS}))
-    env = worker_env(
-        broker, tmp_path, app_id="pair", input_partitions=str(PARTS), domain=list(DOMAIN),
+    env = input_env(
+        broker, tmp_path, PARTS, app_id="pair", domain=list(DOMAIN),
         pairs=list(PAIRS), budget_total="10000", release_period_seconds="0.5",
     )
     workers = [start_worker(env, tmp_path, "w1"), start_worker(env, tmp_path, "w2")]

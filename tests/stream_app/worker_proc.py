@@ -25,8 +25,9 @@ from aiokafka import AIOKafkaProducer
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
 from stream_app import metrics
-from stream_app.local.broker import EmbeddedBroker, free_port
+from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
 from stream_app.metrics import Samples
+from tests.kafka_helpers import consume_all, json_values
 from tests.waiting import wait_for as wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +76,24 @@ def worker_env(broker: EmbeddedBroker, tmp_path: Path, **settings: Any) -> dict[
         env[f"PUFFERFISH_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
     env["PYTHONPATH"] = str(REPO)
     return env
+
+
+def input_env(broker: EmbeddedBroker, tmp_path: Path, partitions: int, **settings: Any
+              ) -> dict[str, str]:
+    """Create the input topics (reports, membership) with `partitions` partitions each and
+    return the env of a worker configured for that count."""
+    asyncio.run(create_topics(broker.bootstrap, {"reports": partitions, "membership": partitions}))
+    return worker_env(broker, tmp_path, input_partitions=str(partitions), **settings)
+
+
+def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> list[dict]:
+    """All releases, once at least `count` of them were published after `since`."""
+
+    def enough() -> list[dict[str, Any]]:
+        recs = json_values(asyncio.run(consume_all(bootstrap, "releases", timeout=1.0)))
+        return recs if len([r for r in recs if r["ts"] > since]) >= count else []
+
+    return wait_until(enough, timeout, f"{count} releases published after t={since:.2f}")
 
 
 def start_worker(env: Mapping[str, str], tmp_path: Path, name: str) -> Worker:
