@@ -15,6 +15,7 @@ from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
 from core.kantorovich import delta_star, monotone_plan, plan_spread
+from core.policy import Calibration
 from core.system import MultiUserSystem, User
 from reproduce import paper_values as pv
 from reproduce.grids import figure_grid, printed_on
@@ -47,7 +48,7 @@ def losses(pair: Pair, thetas: np.ndarray) -> np.ndarray:
     return np.array([np.nan if np.isnan(t) else audit(a, b, float(t)).loss for t in thetas])
 
 
-def thetas(rule: Callable[[float], cal.Calibration], eps: np.ndarray) -> np.ndarray:
+def thetas(rule: Callable[[float], Calibration], eps: np.ndarray) -> np.ndarray:
     return np.array([rule(float(e)).theta for e in eps])
 
 
@@ -58,7 +59,7 @@ def exact_thetas(pair: Pair, eps: np.ndarray) -> np.ndarray:
 # -- item 1: the Kantorovich plans of figs Sab, Saperp, SPperp, SPQ, SuffCondSPQBinary ------
 
 
-def _example_pairs() -> list[tuple[str, str, Pair, Pair, str, Callable[[float], cal.Calibration]]]:
+def _example_pairs() -> list[tuple[str, str, Pair, Pair, str, Callable[[float], Calibration]]]:
     """(paper key, title, system priors, user-local pair, rule name, rule)."""
     s = toy_system()
     a, b = pv.EXAMPLE_A, pv.EXAMPLE_B

@@ -15,6 +15,7 @@ from functools import partial
 from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
+from core.policy import Calibration
 from reproduce import paper_values as pv
 from reproduce.experiments import BERN_P, BERN_Q, P4, Q4, USER4, Pair, toy_system
 from reproduce.results import UtilityRow
@@ -24,7 +25,7 @@ UTILITY_EPS: tuple[float, ...] = (0.1, 0.5, 1.0)
 USER_PAIR = "user pair (any population)"
 SYSTEM_PRIORS = "priors of X (this population)"
 
-Rule = tuple[str, Callable[[float], cal.Calibration], str]  # name, calibrator, audited on
+Rule = tuple[str, Callable[[float], Calibration], str]  # name, calibrator, audited on
 
 
 @dataclass
