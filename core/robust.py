@@ -15,9 +15,11 @@ import numpy as np
 from scipy.stats import gamma
 
 from core import _validate
+from core._validate import FloatArray
 from core.auditor import PairAuditor, ball_support, extreme_weights
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
+from core.kantorovich import MASS_TOL
 from core.learning import SENSITIVITY, SHARE_UNITS
 from core.policy import Calibration
 
@@ -84,7 +86,9 @@ def worst_case_theta(
     pair of laws there (Proposition 1: any coupling's spread is at most this). Over the domain
     this is Theorem 3 (max |t| / eps) for (P, delta_0) and the domain's span / eps for (P, Q)."""
     e = _validate.epsilon(eps)
-    return reach_spread(a, b, radius_a, radius_b, domain) / e
+    ax, _ = ball_support(a, _validate.radius(radius_a, "radius_a"), domain)
+    bx, _ = ball_support(b, _validate.radius(radius_b, "radius_b"), domain)
+    return float(np.max(np.abs(ax[:, None] - bx[None, :]))) / e
 
 
 def reach_spread(
@@ -94,11 +98,32 @@ def reach_spread(
     radius_b: float = 0.0,
     domain: Sequence[float] | None = None,
 ) -> float:
-    """max |x - x'| over x, x' in the ball supports: at least the spread of every coupling of
-    every pair of laws in the balls (so a valid spread for the composition charge)."""
-    ax, _ = ball_support(a, _validate.radius(radius_a, "radius_a"), domain)
-    bx, _ = ball_support(b, _validate.radius(radius_b, "radius_b"), domain)
-    return float(np.max(np.abs(ax[:, None] - bx[None, :])))
+    """sup of the monotone-plan spread (W_inf) over A' in B(A, r_A), B' in B(B, r_B).
+
+    The quantile coupling pairs x with x' > x iff some level u has F_A'^{-1}(u) <= x and
+    F_B'^{-1}(u) >= x', i.e. F_A'(x) > F_B'(x'-) (mass of B' below x'). Over the balls the two
+    sides are independent: max F_A'(x) = min(1, F_A(x) + r_A/2) (mass moved down to x) and
+    min F_B'(x'-) = max(0, F_B(x'-) - r_B/2) (mass moved up to x'), both attained. So the sup is
+    the largest |x - x'| over reachable points passing that test, either way round (as in
+    ``core.kantorovich.plan_spread``, a coupled mass <= MASS_TOL counts as none).
+    """
+    ax, ap = ball_support(a, _validate.radius(radius_a, "radius_a"), domain)
+    bx, bp = ball_support(b, _validate.radius(radius_b, "radius_b"), domain)
+    return max(
+        _one_way(ax, ap, min(radius_a, WHOLE), bx, bp, min(radius_b, WHOLE)),
+        _one_way(bx, bp, min(radius_b, WHOLE), ax, ap, min(radius_a, WHOLE)),
+    )
+
+
+def _one_way(
+    ax: FloatArray, ap: FloatArray, ra: float, bx: FloatArray, bp: FloatArray, rb: float
+) -> float:
+    """Largest x' - x >= 0 with x in A's reach, x' in B's reach, coupled at some level."""
+    top_a = np.minimum(np.cumsum(ap) + ra / 2.0, 1.0)
+    low_b = np.maximum(np.cumsum(bp) - bp - rb / 2.0, 0.0)
+    gaps = bx[None, :] - ax[:, None]
+    ok = (top_a[:, None] - low_b[None, :] > MASS_TOL) & (gaps >= 0.0)
+    return float(gaps[ok].max()) if ok.any() else 0.0
 
 
 def robust_exact(

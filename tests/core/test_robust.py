@@ -20,9 +20,10 @@ from core.auditor import audit, extreme_weights
 from core.calibrators import exact
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
+from core.kantorovich import plan_spread
 from core.plan import release_plan
 from core.policy import TABLE, PairKind, Rule, calibrate
-from core.robust import robust_exact, worst_presence_law
+from core.robust import reach_spread, robust_exact, worst_presence_law
 
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLACK = 1 + 1e-9
@@ -34,6 +35,13 @@ VC, VP = PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE
 # -- independent brute force ----------------------------------------------------------------
 def lp_extreme(center: np.ndarray, r: float, coef: np.ndarray, maximise: bool) -> float:
     """max (or min) coef . p over {p >= 0, sum p = 1, |p - center|_1 <= r} by an LP."""
+    return float(coef @ lp_argextreme(center, r, coef, maximise))
+
+
+def lp_argextreme(
+    center: np.ndarray, r: float, coef: np.ndarray, maximise: bool
+) -> np.ndarray:
+    """A law in the ball maximising (minimising) coef . p, by linprog."""
     k = center.size
     c = np.concatenate([-coef if maximise else coef, np.zeros(k)])
     rows, rhs = [], []
@@ -48,9 +56,11 @@ def lp_extreme(center: np.ndarray, r: float, coef: np.ndarray, maximise: bool) -
     rhs.append(r)
     eq = np.concatenate([np.ones(k), np.zeros(k)])[None, :]
     res = linprog(c, A_ub=np.array(rows), b_ub=rhs, A_eq=eq, b_eq=[1.0],
-                  bounds=[(0, None)] * (2 * k), method="highs")
+                  bounds=[(0, None)] * (2 * k), method="highs",
+                  options={"primal_feasibility_tolerance": 1e-10,
+                           "dual_feasibility_tolerance": 1e-10})
     assert res.status == 0
-    return float(-res.fun if maximise else res.fun)
+    return np.clip(res.x[:k], 0.0, None)  # type: ignore[no-any-return]
 
 
 def brute_robust_loss(
@@ -63,7 +73,9 @@ def brute_robust_loss(
     ys = np.concatenate([np.linspace(lo - 3 * theta, hi + 3 * theta, 61), ax, bx])
     best = -math.inf
     for y in ys:
-        ca, cb = np.exp(-np.abs(y - ax) / theta), np.exp(-np.abs(y - bx) / theta)
+        near = min(np.abs(y - ax).min(), np.abs(y - bx).min())  # same scale on both: ratio kept
+        ca = np.exp(-(np.abs(y - ax) - near) / theta)
+        cb = np.exp(-(np.abs(y - bx) - near) / theta)
         num = lp_extreme(np.array(pa), ra, ca, True)
         den = lp_extreme(np.array(pb), rb, cb, False)
         best = max(best, math.log(num / den))
@@ -90,11 +102,14 @@ def ball_pair(draw: st.DrawFn) -> tuple[list[float], Distribution, float, Distri
 
 # -- the greedy vertices equal the LP -------------------------------------------------------
 @FAST
-@given(ball_pair(), st.floats(0.3, 8.0))
+@given(ball_pair(), st.floats(0.15, 2.0))
 def test_robust_audit_matches_lp_brute_force(
-    case: tuple[list[float], Distribution, float, Distribution, float], theta: float
+    case: tuple[list[float], Distribution, float, Distribution, float], scale: float
 ) -> None:
+    """theta a fraction of the span: the LP solver's tolerances (1e-10) need coefficients
+    e^{-|y-x|/theta} no smaller than ~e^{-7} to resolve the ratio to 1e-6."""
     dom, a, ra, b, rb = case
+    theta = scale * (max(dom) - min(dom))
     got = audit(a, b, theta, ra, rb, dom).loss
     want = brute_robust_loss(dom, list(a.probs), ra, dom, list(b.probs), rb, theta)
     assert got == pytest.approx(want, rel=1e-6, abs=1e-7)
@@ -217,6 +232,54 @@ def test_worst_presence_law_maximises_the_relaxed_theta() -> None:
     assert float(ps @ np.exp(np.abs(xs) / got.theta)) == pytest.approx(math.e, rel=1e-9)
 
 
+# -- the spread over the balls (composition charge) --------------------------------------------
+def lp_witness_spread(dom: list[float], a: Distribution, ra: float, b: Distribution, rb: float
+                      ) -> float:
+    """Largest plan_spread over LP witnesses: for each x < x' (either way round) the A-law
+    maximising F(x) and the B-law minimising F(x'-), spread by core.kantorovich."""
+    xs, pa, pb = np.array(dom), np.array(a.probs), np.array(b.probs)
+    best = 0.0
+    for i, x in enumerate(dom):
+        for j, x2 in enumerate(dom):
+            if i == j:
+                continue
+            lo_p, lo_r, hi_p, hi_r = (pa, ra, pb, rb) if x < x2 else (pb, rb, pa, ra)
+            left, right = min(x, x2), max(x, x2)
+            first = lp_argextreme(lo_p, lo_r, (xs <= left).astype(float), True)
+            second = lp_argextreme(hi_p, hi_r, (xs < right).astype(float), False)
+            d1 = Distribution.from_points(dom, (first / first.sum()).tolist())
+            d2 = Distribution.from_points(dom, (second / second.sum()).tolist())
+            best = max(best, plan_spread(d1, d2))
+    return best
+
+
+@FAST
+@given(ball_pair(), st.integers(0, 2**32 - 1))
+def test_reach_spread_is_the_sup_of_the_plan_spread_over_the_balls(
+    case: tuple[list[float], Distribution, float, Distribution, float], seed: int
+) -> None:
+    dom, a, ra, b, rb = case
+    got = reach_spread(a, b, ra, rb, dom)
+    rng = np.random.default_rng(seed)
+    for a2 in inside(a, ra, rng, dom)[:10]:  # valid: at least every law pair's spread
+        for b2 in inside(b, rb, rng, dom)[:10]:
+            assert plan_spread(a2, b2) <= got
+    assert got == lp_witness_spread(dom, a, ra, b, rb)  # attained by LP witnesses
+
+
+def test_reach_spread_hand_values() -> None:
+    p = Distribution.from_points([0, 1, 2, 3], [0.1, 0.4, 0.4, 0.1])
+    dom = [0.0, 1.0, 2.0, 3.0]
+    # same law: 0 without radii; r = .1 each couples 0 with 1 (F(0) <= .15 > F(1-) >= .05),
+    # not 0 with 2 (.15 < .45); r = .5: 0 with 2 (.35 > .25), not 0 with 3 (.35 < .65)
+    assert reach_spread(p, p) == 0.0
+    assert reach_spread(p, p, 0.1, 0.1, dom) == 1.0
+    assert reach_spread(p, p, 0.5, 0.5, dom) == 2.0
+    assert lp_witness_spread(dom, p, 0.1, p, 0.1) == 1.0
+    assert lp_witness_spread(dom, p, 0.5, p, 0.5) == 2.0
+    assert reach_spread(p, ZERO, 0.01, 0.0, [-4, *dom]) == 4.0  # Theorem 3 on the reach
+
+
 # -- policy ------------------------------------------------------------------------------------
 def test_every_table_entry_has_a_robust_mode_that_covers_the_ball() -> None:
     dom = [0.0, 1.0]  # Bernoulli laws, so the binary entries apply too
@@ -274,7 +337,11 @@ def test_plan_with_radii_covers_the_ball_and_the_domain() -> None:
         assert audit(law, ZERO, plan.theta).loss <= 0.5 * SLACK
         assert audit(law, laws["b"], plan.theta).loss <= 0.5 * SLACK
         assert audit(laws["b"], law, plan.theta).loss <= 0.5 * SLACK
-    assert plan.spread == 5.0  # |5 - 0| reachable in a's ball
+    assert plan.spread == 5.0  # |5 - 0| reachable in a's ball (presence)
+    change = release_plan(laws, [DC], Rule.EXACT, 0.5, -10, {"a": 0.1}, dom)
+    # a' puts <= .05 at 5 (F(2) >= .95); b's F(1-) = .6 < .95 + ... couples 1 with 5? no:
+    # the pair (x in b, x' in a') needs F_b(x) > F_a'(x'-) >= .95: only x = 1 (F = 1.0 > .95)
+    assert change.spread == 4.0
     # the default domain is the union of the supports (zero-probability points included)
     default = release_plan(laws, [VC], Rule.EXACT, 0.5, -10, {"a": 0.1})
     assert default.groups["a"][VC] == 2 / 0.5
