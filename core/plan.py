@@ -139,8 +139,7 @@ def release_plan(
     ``domain`` the points a ball's laws may use (None: the union of every law's support,
     zero-probability points included — learned laws with prior_floor > 0 have support =
     domain already; pass the domain for declared laws). With radii, the spread that the
-    charge uses is the largest |x - x'| over the points the balls reach (a valid upper bound
-    on the spread of every coupled pair of laws in the balls).
+    charge uses is the sup of the plan spread over the balls (core.robust.reach_spread).
     """
     if not laws:
         raise PufferfishInputError("groups", "at least one group with a law is needed")
