@@ -8,8 +8,9 @@ the ball(s) (core.auditor robust mode). Everything here is a function of public 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy.stats import gamma
@@ -20,7 +21,7 @@ from core.auditor import PairAuditor, ball_support, extreme_weights
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
 from core.kantorovich import MASS_TOL
-from core.learning import SENSITIVITY, SHARE_UNITS
+from core.learning import SENSITIVITY, SHARE_UNITS, HistogramLearner
 from core.policy import Calibration
 
 WHOLE = 2.0  # L1 diameter of the simplex: a ball of radius >= 2 holds every law
@@ -179,3 +180,44 @@ def _bins(k: object) -> int:
     return int(k)
 
 
+
+
+RoundStatus = Literal["learned", "low_mass", "void"]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundLaw:
+    """One group's law after a learning round, with its public radius.
+
+    status: "learned" (a new law and its radius), "low_mass" (noisy mass below learn_min_mass)
+    or "void" (noisy mass <= the noise tail T: the radius bound says nothing) -- in both of
+    the latter the previous law and radius are kept (docs/privacy.md, "Robust calibration over
+    an L1 ball").
+    """
+
+    law: Distribution
+    radius: float
+    status: RoundStatus
+
+
+def robust_round(
+    learner: HistogramLearner,
+    sums: Mapping[str, Sequence[int]],
+    laws: Mapping[str, Distribution],
+    radii: Mapping[str, float],
+    beta: float,
+) -> dict[str, RoundLaw]:
+    """One learning round (``learner.draw``, charged epsilon_learn) plus each law's radius."""
+    out: dict[str, RoundLaw] = {}
+    k = len(learner.domain)
+    for group, got in learner.draw(sums, laws).items():
+        previous = RoundLaw(laws[group], radii.get(group, WHOLE), "low_mass")
+        if got.kept:
+            out[group] = previous
+            continue
+        bound = radius(got.noisy_mass, k, learner.epsilon_learn, learner.floor, beta)
+        if bound.void:
+            out[group] = RoundLaw(previous.law, previous.radius, "void")
+        else:
+            out[group] = RoundLaw(got.law, bound.r, "learned")
+    return out

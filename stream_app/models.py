@@ -66,6 +66,8 @@ class PriorsRecord(_Wire):
     probs: list[float]
     epsilon_learn: float = Field(gt=0)
     epsilon_spent: float = Field(ge=0)  # the accountant after this round's charge
+    radius: float = Field(default=0.0, ge=0, le=2)  # L1 radius of the true law around probs
+    status: Literal["learned", "low_mass", "void"] = "learned"  # low_mass/void: law kept
 
 
 class DeadLetter(_Wire):

@@ -17,7 +17,8 @@ from typing import Any, NoReturn
 
 from core.errors import PufferfishInputError
 from core.plan import budget_schedule
-from stream_app.priors import checked_start, learner_for
+from core.robust import noise_l1_tail
+from stream_app.priors import checked_start, learner_for, plan_for
 from stream_app.settings import Settings, load_settings
 
 
@@ -30,6 +31,7 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     """The plan as a JSON-able dict (the ``--json`` output)."""
     s = settings
     priors, plan = checked_start(s)
+    plain = plan_for(s, priors.laws, {})  # the same laws taken as exact (radius 0)
     learner = learner_for(s)
     charge = plan.charge()
     schedule = budget_schedule(
@@ -38,6 +40,7 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     )
     return {
         "theta": plan.theta,
+        "theta_plain": plain.theta,
         "epsilon": s.epsilon,
         "rule": s.rule.value,
         "pairs": [p.value for p in s.pairs],
@@ -58,21 +61,31 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
             "rounds_until_exhausted": schedule.learning_rounds,
             "prior_floor": learner.floor,
             "learn_min_mass": learner.min_mass,
+            "prior_confidence_beta": s.prior_confidence_beta,
+            # a round's radius is void (law kept) unless the group's noisy mass exceeds this
+            "noise_tail_users": noise_l1_tail(len(s.domain), s.epsilon_learn,
+                                              s.prior_confidence_beta),
         },
         "default_group": priors.default_group,
         "groups": {g: {k.value: t for k, t in row.items()} for g, row in plan.groups.items()},
+        "groups_plain": {g: {k.value: t for k, t in row.items()}
+                         for g, row in plain.groups.items()},
+        "radii": dict(priors.radii),
     }
 
 
 def _text(summary: dict[str, Any]) -> str:
-    lines = [f"{'group':<16} {'pair':<24} theta"]
+    lines = [f"{'group':<16} {'radius':>7} {'pair':<24} {'theta':>10} {'plain theta':>12}"]
     for group, row in summary["groups"].items():
         for pair, theta in row.items():
-            lines.append(f"{group:<16} {pair:<24} {theta:.6g}")
+            plain = summary["groups_plain"][group][pair]
+            lines.append(f"{group:<16} {summary['radii'][group]:>7.4g} {pair:<24} "
+                         f"{theta:>10.6g} {plain:>12.6g}")
     learning = summary["learning"]
     lines += [
         "",
-        f"theta {summary['theta']:.6g} (binding: group {summary['binding_group']}, "
+        f"theta {summary['theta']:.6g} (plain, radius 0: {summary['theta_plain']:.6g}; "
+        f"binding: group {summary['binding_group']}, "
         f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g})",
         f"noise standard deviation {summary['noise_sd']:.6g}",
         f"charge per release {summary['charge_per_release']:.6g} "
@@ -85,8 +98,10 @@ def _text(summary: dict[str, Any]) -> str:
            f"{learning['epsilon_learn']:g} every {learning['learn_period_seconds']:g} s"),
     ]
     if learning is not None:
-        lines.append("learned priors: theta follows the published rounds; these figures are "
-                     "for the starting laws")
+        lines.append("learned priors: theta follows the published rounds (laws and radii); these "
+                     "figures are for the starting laws (radius 2 without a declared law); a "
+                     "round's radius needs a noisy group mass above "
+                     f"{learning['noise_tail_users']:.4g} users")
     return "\n".join(lines)
 
 

@@ -8,14 +8,17 @@ rounds come only from the ``priors`` topic (DP estimates). Nothing here reads us
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import _validate
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
 from core.learning import HistogramLearner, uniform
 from core.plan import ReleasePlan, release_plan
 from core.policy import PairKind
+from core.robust import WHOLE
 from stream_app.settings import Settings
 
 FALLBACK_GROUP = "default"
@@ -23,6 +26,11 @@ FALLBACK_GROUP = "default"
 
 def load_priors(path: Path) -> dict[str, Distribution]:
     """``{group: {support, probs}}`` from a JSON file; PufferfishInputError naming the field."""
+    return load_priors_and_radii(path)[0]
+
+
+def load_priors_and_radii(path: Path) -> tuple[dict[str, Distribution], dict[str, float]]:
+    """The laws of a priors file and their optional L1 ``radius`` (default 0: exact laws)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except OSError as exc:
@@ -40,14 +48,17 @@ def load_priors(path: Path) -> dict[str, Distribution]:
             "priors_file", "must be a non-empty object {group: {support, probs}}"
         )
     out: dict[str, Distribution] = {}
+    radii: dict[str, float] = {}
     for group, spec in doc.items():
         if not isinstance(spec, dict):
             raise PufferfishInputError(f"priors_file.{group}", "must be {support, probs}")
+        law = {k: v for k, v in spec.items() if k != "radius"}
         try:
-            out[str(group)] = Distribution.model_validate(spec)
+            out[str(group)] = Distribution.model_validate(law)
+            radii[str(group)] = _validate.radius(spec.get("radius", 0.0), "radius")
         except PufferfishInputError as exc:
             raise PufferfishInputError(f"priors_file.{group}.{exc.field}", exc.message) from None
-    return out
+    return out, radii
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -61,10 +72,16 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class PublicPriors:
-    """Configured groups, the group of a join without one, and the round-0 laws."""
+    """Configured groups, the group of a join without one, and the round-0 laws and radii.
+
+    Radii: a declared law is exact unless priors_file gives a ``radius``; a learned group without
+    a declared law starts uniform with radius 2 (it estimates nothing: theta is the worst case
+    over the domain until the first learning round).
+    """
 
     laws: dict[str, Distribution]
     default_group: str | None
+    radii: dict[str, float] = field(default_factory=dict)
 
     @property
     def groups(self) -> frozenset[str]:
@@ -74,7 +91,9 @@ class PublicPriors:
 def public_priors(settings: Settings) -> PublicPriors:
     """Round-0 laws for every configured group; PufferfishInputError on a bad configuration."""
     s = settings
-    declared = load_priors(s.priors_file) if s.priors_file is not None else {}
+    declared, declared_radii = (
+        load_priors_and_radii(s.priors_file) if s.priors_file is not None else ({}, {})
+    )
     domain = set(s.domain)
     for group, law in declared.items():
         outside = [x for x in law.support if x not in domain]
@@ -87,26 +106,30 @@ def public_priors(settings: Settings) -> PublicPriors:
         groups = {FALLBACK_GROUP}
     default = s.default_group or (next(iter(groups)) if len(groups) == 1 else None)
     laws: dict[str, Distribution] = {}
+    radii: dict[str, float] = {}
     for group in sorted(groups):
         if group in declared:
-            laws[group] = declared[group]
+            laws[group], radii[group] = declared[group], declared_radii[group]
         elif s.prior_source == "declared":
             field = "default_group" if group == s.default_group else "groups"
             raise PufferfishInputError(field, f"group {group!r} has no law in priors_file")
         else:
-            laws[group] = uniform(s.domain)
+            laws[group], radii[group] = uniform(s.domain), WHOLE
     if PairKind.DISTRIBUTION_CHANGE in s.pairs and len(laws) < 2:
         raise PufferfishInputError(
             "pairs", "distribution_change needs at least two configured groups (priors_file, "
             "groups)"
         )
-    return PublicPriors(laws=laws, default_group=default)
+    return PublicPriors(laws=laws, default_group=default, radii=radii)
 
 
-def plan_for(settings: Settings, laws: dict[str, Distribution]) -> ReleasePlan:
-    """The release plan for these public laws (the one code path of the worker and `plan`)."""
+def plan_for(
+    settings: Settings, laws: Mapping[str, Distribution], radii: Mapping[str, float]
+) -> ReleasePlan:
+    """The release plan for these public laws and their radii (the one code path of the worker
+    and `plan`); theta covers every law within each group's radius (core/robust.py)."""
     s = settings
-    return release_plan(laws, s.pairs, s.rule, s.epsilon, s.grid_log2)
+    return release_plan(laws, s.pairs, s.rule, s.epsilon, s.grid_log2, radii, s.domain)
 
 
 def learner_for(settings: Settings) -> HistogramLearner | None:
@@ -124,7 +147,7 @@ def checked_start(settings: Settings) -> tuple[PublicPriors, ReleasePlan]:
     """Start-up check shared by `run` and `plan`: a configuration that never needs noise is an
     error (the worker would otherwise never release, or release exact sums)."""
     priors = public_priors(settings)
-    plan = plan_for(settings, priors.laws)
+    plan = plan_for(settings, priors.laws, priors.radii)
     if plan.theta <= 0:
         raise PufferfishInputError(
             "pairs", "no configured pair needs noise for any group (theta would be 0): "

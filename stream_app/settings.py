@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     learn_period_seconds: float = Field(default=60.0, gt=0, le=86400 * 366)
     prior_floor: float = Field(default=0.05, ge=0, le=1)  # alpha: uniform weight mixed in
     learn_min_mass: float = Field(default=10.0, ge=0)  # noisy group mass (users) to re-learn
+    # beta: a learned law's public radius holds with probability >= 1 - beta (core/robust.py)
+    prior_confidence_beta: float = Field(default=1e-6, gt=0, lt=1)
     auto_join: bool = False
     # A report id is recognised as a duplicate while it is among the user's last
     # `dedup_window` accepted report ids (the per-user state holds at most that many ids).

@@ -37,12 +37,13 @@ class Ledger:
         releases: Sequence[Release],
         priors: Sequence[PriorsRecord],
         initial: Mapping[str, Distribution],
+        initial_radii: Mapping[str, float],
     ) -> Restored:
         """Adopt the max over the journals, the local file and what is known (stream_app.release
         .restore); the laws in force are returned for the releaser."""
         self._local = merged(self._local, load_state(self.state_file))
         got = restore(self.settings.budget_total, releases, priors, self._local,
-                      self.accountant, self.last_seq, initial)
+                      self.accountant, self.last_seq, initial, initial_radii)
         self.accountant, self.last_seq = got.accountant, got.last_seq
         self.last_priors_seq = max(self.last_priors_seq, got.last_priors_seq)
         self.exhausted = False

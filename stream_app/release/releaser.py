@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 from core.plan import ReleasePlan, rounds_due
+from core.robust import robust_round
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.priors import PublicPriors, learner_for, plan_for
@@ -80,6 +81,7 @@ class Releaser:
         self.ledger = Ledger(s, metrics)
         self.priors_seq = 0
         self.laws = dict(priors.laws)
+        self.radii = dict(priors.radii)
         self.plan: ReleasePlan = self._recalibrate()
         self.synced = False
         self._own: set[tuple[str, int, float]] = set()  # (topic, seq, ts) sent since the sync
@@ -102,7 +104,7 @@ class Releaser:
 
     def _recalibrate(self) -> ReleasePlan:
         started = time.perf_counter()
-        plan = plan_for(self.settings, self.laws)
+        plan = plan_for(self.settings, self.laws, self.radii)
         self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
         return plan
 
@@ -111,9 +113,9 @@ class Releaser:
         generation = self.pause.generation
         releases = await self._releases.read_all()
         priors = await self._priors.read_all()
-        got = self.ledger.restore(releases, priors, self.initial.laws)
-        if got.laws != self.laws or got.priors_seq != self.priors_seq:
-            self.laws, self.priors_seq = got.laws, got.priors_seq
+        got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii)
+        if (got.laws, got.radii, got.priors_seq) != (self.laws, self.radii, self.priors_seq):
+            self.laws, self.radii, self.priors_seq = got.laws, got.radii, got.priors_seq
             self.plan = self._recalibrate()
         self.metrics.priors_seq.set(self.priors_seq)
         if releases:
@@ -236,12 +238,13 @@ class Releaser:
             return None
         _, sums, _ = combine(self._partials())
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
-        learned = learner.draw(sums, self.laws)
+        learned = robust_round(learner, sums, self.laws, self.radii, s.prior_confidence_beta)
         seq = self.ledger.charge_round(learner.charge())
         records = [
             PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
                          probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
-                         epsilon_spent=self.ledger.accountant.spent)
+                         epsilon_spent=self.ledger.accountant.spent, radius=got.radius,
+                         status=got.status)
             for group, got in sorted(learned.items())
         ]
         if not self.ledger.intent():
@@ -251,6 +254,7 @@ class Releaser:
             if not await self.publisher.send(s.topic_priors, to_bytes(record)):
                 return None
         self.laws = {g: got.law for g, got in learned.items()}
+        self.radii = {g: got.radius for g, got in learned.items()}
         self.priors_seq = seq
         self.plan = self._recalibrate()
         self._said_zero_theta = False

@@ -9,7 +9,7 @@ or reuses a seq. The laws in force are the newest published law of each configur
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.budget import Accountant, BudgetExhausted
 from core.distribution import Distribution
@@ -26,6 +26,7 @@ class Restored:
     laws: dict[str, Distribution]
     priors_seq: int  # newest round whose laws are in force (0: the settings' laws)
     exhausted: str | None = None  # why the budget is already exhausted, if it is
+    radii: dict[str, float] = field(default_factory=dict)  # of the laws in force
 
 
 def accountant_at_least(total: float, spent: float) -> Accountant:
@@ -40,7 +41,18 @@ def laws_in_force(
     records: Sequence[PriorsRecord], initial: Mapping[str, Distribution], up_to: int | None = None
 ) -> tuple[dict[str, Distribution], int]:
     """Newest law per configured group among rounds <= up_to (all when None), and the round."""
-    laws = dict(initial)
+    laws, _, round_ = in_force(records, initial, {}, up_to)
+    return laws, round_
+
+
+def in_force(
+    records: Sequence[PriorsRecord],
+    initial: Mapping[str, Distribution],
+    initial_radii: Mapping[str, float],
+    up_to: int | None = None,
+) -> tuple[dict[str, Distribution], dict[str, float], int]:
+    """Newest law and radius per configured group among rounds <= up_to, and the round."""
+    laws, radii = dict(initial), dict(initial_radii)
     newest: dict[str, int] = {}
     for rec in records:
         if rec.group not in laws or (up_to is not None and rec.seq > up_to):
@@ -51,8 +63,9 @@ def laws_in_force(
             laws[rec.group] = Distribution.from_points(rec.support, rec.probs)
         except PufferfishInputError:
             continue
+        radii[rec.group] = rec.radius
         newest[rec.group] = rec.seq
-    return laws, max(newest.values(), default=0)
+    return laws, radii, max(newest.values(), default=0)
 
 
 def restore(
@@ -63,6 +76,7 @@ def restore(
     known: Accountant,
     last_seq: int,
     initial: Mapping[str, Distribution],
+    initial_radii: Mapping[str, float] | None = None,
 ) -> Restored:
     spent_journal = max(
         [r.epsilon_spent for r in releases] + [p.epsilon_spent for p in priors], default=0.0
@@ -86,5 +100,5 @@ def restore(
             best = rebased
         except BudgetExhausted:
             exhausted = "the recorded spending exceeds the new budget_total"
-    laws, in_force = laws_in_force(priors, initial)
-    return Restored(best, seq, priors_seq, laws, in_force, exhausted)
+    laws, radii, round_ = in_force(priors, initial, initial_radii or {})
+    return Restored(best, seq, priors_seq, laws, round_, exhausted, radii)

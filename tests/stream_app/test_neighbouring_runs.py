@@ -148,7 +148,15 @@ def test_learned_theta_is_recomputed_from_the_priors_topic(
     worker = start_worker(worker_env(broker, tmp_path, **settings), tmp_path, "w")
     try:
         joins, reports = _events(tag, "base")
+        # enough members in g1 for its noisy mass to pass the noise tail (~60 users at
+        # epsilon_learn 1, 9 bins, beta 1e-6): its rounds publish a learned law and a radius
+        many = [f"m{i}" for i in range(150)]
+        joins += [(u, {"user_id": u, "event": "join", "group": "g1", "ts": time.time()})
+                  for u in many]
+        reports += [(u, {"user_id": u, "value": i % 3, "report_id": f"{u}-r", "ts": time.time()})
+                    for i, u in enumerate(many)]
         n = send(broker.bootstrap, f"membership-{tag}", joins)
+        wait_handled([worker], n, timeout=90)
         n += send(broker.bootstrap, f"reports-{tag}", reports)
         wait_handled([worker], n, timeout=90)
 
@@ -162,20 +170,28 @@ def test_learned_theta_is_recomputed_from_the_priors_topic(
         worker.stop()
     for r in published:
         assert set(r) == {"seq", "ts", "group", "support", "probs", "epsilon_learn",
-                          "epsilon_spent"}
+                          "epsilon_spent", "radius", "status"}
         # a learned law lives on the domain; a group with too little noisy mass republishes
         # its previous (here: declared) law
         assert r["epsilon_learn"] == 1.0 and set(r["support"]) <= set(DOMAIN)
     assert {r["group"] for r in published} == set(LAWS)
+    learned = [r for r in published if r["status"] == "learned"]
+    assert learned and all(r["group"] == "g1" and 0 < r["radius"] < 2 for r in learned)
+    assert all(r["status"] in ("low_mass", "void") for r in published if r["group"] != "g1")
     assert any(r["priors_seq"] >= 1 for r in releases)
     for release in releases:
+        # round 0: the declared laws, exact (the file gives no radius); then the newest
+        # published law and radius of each group up to the round the release names
         laws = {g: Distribution.from_points(law["support"], law["probs"])
                 for g, law in LAWS.items()}
+        radii = {g: 0.0 for g in LAWS}
         newest: dict[str, int] = {}
         for r in published:
             if r["seq"] <= release["priors_seq"] and r["seq"] >= newest.get(r["group"], 0):
                 laws[r["group"]] = Distribution.from_points(r["support"], r["probs"])
+                radii[r["group"]] = r["radius"]
                 newest[r["group"]] = r["seq"]
-        plan = release_plan(laws, [PairKind(p) for p in PAIRS], Rule.EXACT, 0.5, -10)
+        plan = release_plan(laws, [PairKind(p) for p in PAIRS], Rule.EXACT, 0.5, -10, radii,
+                            [float(x) for x in DOMAIN])
         assert release["theta"] == plan.theta, release
         assert release["charge"] == plan.charge()

@@ -40,7 +40,7 @@ JSON_KEYS = {
     "theta", "epsilon", "rule", "pairs", "binding_group", "binding_pair", "spread",
     "charge_per_release", "noise_sd", "budget_total", "release_period_seconds",
     "releases_until_exhausted", "seconds_until_exhausted", "schedule_capped", "prior_source",
-    "learning", "default_group", "groups",
+    "learning", "default_group", "groups", "theta_plain", "groups_plain", "radii",
 }
 
 
@@ -159,23 +159,26 @@ def test_bound_value_presence_charge_is_epsilon(tmp_path: Path) -> None:
 
 def test_learned_defaults_one_uniform_group() -> None:
     got = plan_summary(_settings())
-    # defaults: domain {0, 1}, epsilon 1, distribution_presence, exact; uniform Bernoulli(1/2)
-    # vs delta_0: forward loss log(1/2 + e^{1/theta}/2) = 1 -> theta = 1/log(2e - 1); the
-    # reverse side is at most log 2 < 1.
-    theta = 1 / math.log(2 * math.e - 1)
-    assert got["theta"] == pytest.approx(theta, rel=1e-6)
+    # defaults: domain {0, 1}, epsilon 1, distribution_presence, exact. The starting law is
+    # uniform with radius 2 (it estimates nothing): the ball holds delta_1, so theta is the
+    # worst case over the domain, max |t| / eps = 1 (Thm 3). The plain theta (radius 0) of
+    # Bernoulli(1/2) vs delta_0: forward loss log(1/2 + e^{1/theta}/2) = 1 -> 1/log(2e - 1).
+    theta = 1.0
+    assert got["theta"] == pytest.approx(theta, rel=1e-9)
+    assert got["theta_plain"] == pytest.approx(1 / math.log(2 * math.e - 1), rel=1e-6)
+    assert got["radii"] == {"default": 2.0}
     assert got["default_group"] == "default"
     assert list(got["groups"]) == ["default"]
     assert got["binding_group"] == "default"
-    charge = max(1.0, 1.0 / theta)  # spread 1 (mass at 1 coupled to 0)
+    charge = max(1.0, 1.0 / theta)  # spread 1 (mass at 1 coupled to 0): exactly epsilon
     assert got["charge_per_release"] == pytest.approx(charge, rel=1e-6)
     learning = got["learning"]
     assert learning is not None
     assert learning["epsilon_learn"] == 0.1 and learning["learn_period_seconds"] == 60.0
     assert learning["prior_floor"] == 0.05 and learning["learn_min_mass"] == 10.0
     releases, rounds, seconds = _replay("100", charge, 10.0, 0.1, 60.0)
-    # by hand: every 6 ticks 6c + 0.1 = 9.039; 11 cycles = 99.43 < 100 < 99.43 + c
-    assert (releases, rounds, seconds) == (66, 11, 660.0)
+    # by hand: every 6 ticks 6 x 1 + 0.1 = 6.1; 16 cycles = 97.6, ticks 97, 98 -> 99.6, 99 over
+    assert (releases, rounds, seconds) == (98, 16, 980.0)
     assert got["releases_until_exhausted"] == releases
     assert learning["rounds_until_exhausted"] == rounds
     assert got["seconds_until_exhausted"] == seconds
@@ -335,7 +338,8 @@ def test_cli_issue10_text(cli: dict[str, Outcome]) -> None:
     out = cli["issue10-text"]
     assert out.code == 0, out.stderr
     text = out.stdout
-    theta = re.search(r"^theta ([0-9.]+) \(binding: group g3, pair distribution_presence",
+    theta = re.search(r"^theta ([0-9.]+) \(plain, radius 0: [0-9.]+; binding: group g3, "
+                      r"pair distribution_presence",
                       text, re.M)
     charge = re.search(r"^charge per release ([0-9.]+)", text, re.M)
     assert theta and charge, text
@@ -351,9 +355,10 @@ def test_cli_learned_defaults(cli: dict[str, Outcome]) -> None:
     assert out.code == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["default_group"] == "default" and list(got["groups"]) == ["default"]
-    assert got["theta"] == pytest.approx(1 / math.log(2 * math.e - 1), rel=1e-6)
-    assert got["learning"]["rounds_until_exhausted"] == 11
-    assert got["releases_until_exhausted"] == 66
+    assert got["theta"] == pytest.approx(1.0, rel=1e-9)
+    assert got["theta_plain"] == pytest.approx(1 / math.log(2 * math.e - 1), rel=1e-6)
+    assert got["learning"]["rounds_until_exhausted"] == 16
+    assert got["releases_until_exhausted"] == 98
     text = cli["defaults-text"].stdout
     assert cli["defaults-text"].code == 0
     assert "theta" in text and "charge per release" in text and "learning rounds" in text

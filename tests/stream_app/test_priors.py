@@ -208,7 +208,7 @@ def test_plan_for_theorem_1_and_2_bounds() -> None:
         "a": Distribution.from_points([1, 3], [0.5, 0.5]),
         "b": Distribution.from_points([0, 5], [0.9, 0.1]),
     }
-    plan = plan_for(s, laws)
+    plan = plan_for(s, laws, {})
     # Thm 1: |a - b| / eps over supp; Thm 2: max |a| / eps
     assert plan.groups["a"][PairKind.VALUE_CHANGE] == pytest.approx(2 / 0.5)
     assert plan.groups["a"][PairKind.VALUE_PRESENCE] == pytest.approx(3 / 0.5)
@@ -222,14 +222,14 @@ def test_plan_for_theorem_1_and_2_bounds() -> None:
 
 def test_plan_for_theorem_3_bound_uses_the_given_laws() -> None:
     s = _settings(domain=[-4, 0, 1, 2], rule="bound", epsilon=2.0)
-    plan = plan_for(s, {"g": Distribution.from_points([-4, 2], [0.5, 0.5])})
+    plan = plan_for(s, {"g": Distribution.from_points([-4, 2], [0.5, 0.5])}, {})
     assert plan.theta == pytest.approx(4 / 2.0)  # max |t| / eps
 
 
 def test_plan_for_exact_passes_audit_and_is_smallest() -> None:
     s = _settings(domain=[0, 1, 2, 3], epsilon=0.7)
     law = Distribution.from_points([0, 1, 3], [0.5, 0.3, 0.2])
-    plan = plan_for(s, {"g": law})
+    plan = plan_for(s, {"g": law}, {})
     zero = Distribution.point(0.0)
     assert audit(law, zero, plan.theta).loss <= 0.7 + 1e-9
     assert audit(law, zero, 0.999 * plan.theta).loss > 0.7
@@ -295,3 +295,31 @@ def test_learner_for_learned_uses_the_settings() -> None:
     assert learner.domain == (0.0, 1.0, 2.0)
     assert learner.epsilon_learn == 0.3 and learner.charge() == 0.3
     assert learner.floor == 0.2 and learner.min_mass == 4.0
+
+
+def test_a_declared_radius_is_read_and_checked(tmp_path: Path) -> None:
+    from stream_app.priors import load_priors_and_radii
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"a": {"support": [0, 1], "probs": [0.5, 0.5], "radius": 0.25},
+                                "b": {"support": [0, 1], "probs": [0.1, 0.9]}}))
+    laws, radii = load_priors_and_radii(path)
+    assert radii == {"a": 0.25, "b": 0.0} and laws["a"].prob(1.0) == 0.5
+    for bad in (-0.1, "x", float("nan")):
+        path.write_text(json.dumps({"a": {"support": [0], "probs": [1], "radius": bad}})
+                        .replace("NaN", "NaN"))
+        with pytest.raises(PufferfishInputError) as info:
+            load_priors_and_radii(path)
+        assert info.value.field == "priors_file.a.radius"
+
+
+def test_a_declared_radius_of_two_is_the_worst_case_over_the_domain(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"a": {"support": [0, 1], "probs": [0.9, 0.1], "radius": 2},
+                                "b": {"support": [0, 1], "probs": [0.9, 0.1]}}))
+    s = _settings(domain=[0, 1, 4], prior_source="declared", priors_file=str(path),
+                  pairs=["distribution_presence"], epsilon=0.5)
+    _, plan = checked_start(s)
+    # the ball of radius 2 holds delta_4: theta = max |t| / eps over the domain = 4 / 0.5
+    assert plan.theta == pytest.approx(8.0, rel=1e-9) and plan.binding_group == "a"
+    assert plan.groups["b"][PairKind.DISTRIBUTION_PRESENCE] < 2.0  # b is exact: {0: .9, 1: .1}

@@ -134,22 +134,40 @@ async def _learning(broker: EmbeddedBroker, data_dir: Path) -> None:
         await r.stop()
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)
     assert sorted(p.group for p in rounds) == ["a", "b"] and {p.seq for p in rounds} == {1}
+    assert all(p.status == "learned" for p in rounds)
     laws = {p.group: Distribution.from_points(p.support, p.probs) for p in rounds}
+    radii = {p.group: p.radius for p in rounds}
     # 400 users in one bin against noise of scale 4: the law is (1 - 0.1) on it + 0.1/3 each
     assert laws["a"].prob(2.0) == pytest.approx(0.9 + 0.1 / 3, abs=0.05)
     assert laws["b"].prob(0.0) == pytest.approx(0.9 + 0.1 / 3, abs=0.05)
+    # the radius: the floor alone contributes 2 alpha (K-1)/K = 0.1333; the noise tail T for
+    # K = 3 bins at scale 4 and beta 1e-6 is ~ 4 * 20 users, so 2T/400 adds a few tenths
+    assert all(0.2 < r < 0.9 for r in radii.values()), radii
     releases = await read_journal(s, s.topic_releases, Release)
     assert [x.priors_seq for x in releases] == [0, 1]
-    # the second release's theta is the exact theta of the published laws: every public pair
-    # passes the audit at it and the binding one fails just below it
-    pairs = [(laws["a"], point_zero()), (laws["b"], point_zero()), (laws["a"], laws["b"])]
+    # the second release's theta is the robust exact theta of the published laws and radii:
+    # every public pair passes the robust audit at it and the binding one fails just below
+    domain = [0.0, 1.0, 2.0]
+    pairs = [(laws["a"], point_zero(), radii["a"], 0.0), (laws["b"], point_zero(), radii["b"], 0.0),
+             (laws["a"], laws["b"], radii["a"], radii["b"])]
     theta = releases[1].theta
-    assert max(audit(x, y, theta).loss for x, y in pairs) <= 1.0 * (1 + 1e-9)
-    assert max(audit(x, y, theta * 0.999).loss for x, y in pairs) > 1.0
+    assert max(audit(x, y, theta, ra, rb, domain).loss for x, y, ra, rb in pairs) <= 1 + 1e-9
+    assert max(audit(x, y, theta * 0.999, ra, rb, domain).loss for x, y, ra, rb in pairs) > 1
+    # and it is larger than the plain theta of the same laws taken as exact
+    assert theta > max(audit_theta_plain(x, y) for x, y, _, _ in pairs)
     # charges: release, learning round, release -- one accountant, in the journals
     assert rounds[0].epsilon_spent == pytest.approx(releases[0].charge + 0.5)
     assert releases[1].epsilon_spent == pytest.approx(
         releases[0].charge + 0.5 + releases[1].charge)
+
+
+def audit_theta_plain(a: Distribution, b: Distribution) -> float:
+    """The smallest theta on a 1e-4 relative grid whose plain exact loss is <= 1 (bisection)."""
+    lo, hi = 1e-3, 100.0
+    while hi / lo > 1 + 1e-4:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if audit(a, b, mid).loss > 1 else (lo, mid)
+    return lo
 
 
 def test_learning_round_publishes_every_group_and_recalibrates(
