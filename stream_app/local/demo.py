@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--release-period", type=float, default=5.0, help="seconds between releases")
     p.add_argument("--learn-period", type=float, default=10.0,
                    help="seconds between learning rounds (DP estimate of the group's law)")
-    p.add_argument("--epsilon-learn", type=float, default=0.5,
+    p.add_argument("--epsilon-learn", type=float, default=1.0,
                    help="privacy loss per learning round")
     p.add_argument(
         "--metrics-port", type=int, default=9102, help="worker /metrics port on 127.0.0.1 (0: free)"

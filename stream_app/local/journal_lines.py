@@ -25,6 +25,7 @@ def round_line(raw: bytes | None) -> tuple[str, bool]:
         r = json.loads(raw or b"")
         law = ", ".join(f"{x:g}:{p:.3f}" for x, p in zip(r["support"], r["probs"], strict=True))
         return (f"learning round seq={int(r['seq'])} group={r['group']} "
-                f"epsilon_learn={float(r['epsilon_learn']):g} law={{{law}}}"), True
+                f"epsilon_learn={float(r['epsilon_learn']):g} status={r['status']} "
+                f"radius={float(r['radius']):.3f} law={{{law}}}"), True
     except (ValueError, KeyError, TypeError):
         return "learning round: (unreadable record skipped)", False

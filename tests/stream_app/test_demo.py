@@ -42,7 +42,8 @@ def _simulate(users: int, events: int, step: float, seed: int = 1) -> list[tuple
 
 
 LEARNING_ROUND = re.compile(
-    r"^learning round seq=(\d+) group=(\S+) epsilon_learn=(\S+) law=\{.*\}$", re.MULTILINE
+    r"^learning round seq=(\d+) group=(\S+) epsilon_learn=(\S+) status=(learned|low_mass|void) "
+    r"radius=(\S+) law=\{.*\}$", re.MULTILINE
 )
 
 
