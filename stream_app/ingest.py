@@ -24,6 +24,7 @@ from stream_app.models import (
     parse_membership,
     parse_report,
 )
+from stream_app.partitioning import PartitionCheck
 from stream_app.settings import Settings
 from stream_app.state import (
     EventRules,
@@ -109,6 +110,7 @@ class Ingest:
         self.settings = settings
         self.rules = rules
         self.store = store
+        self.partition_check = PartitionCheck(settings.input_partitions)
         self._consumed = {k: metrics.events_consumed.labels(kind=k) for k in EVENT_KINDS}
         self._rejected = {r: metrics.events_rejected.labels(reason=r) for r in REJECT_REASONS}
 
@@ -159,6 +161,8 @@ class Ingest:
                 item = parse_membership(msg.value, s.max_payload_bytes)
                 kinds[i] = "membership"
             check_key(msg.key, item.user_id)
+            # the partitioning contract, before any state is read or changed
+            self.partition_check.check(msg.key, msg.partition)
             t = touched.get(item.user_id)
             if t is None:
                 old = self.store.get(item.user_id, event)

@@ -27,6 +27,7 @@ REJECT_REASONS = (
     "key_mismatch",
     "payload_too_large",
     "unknown_group",
+    "wrong_partition",  # partition != murmur2(key) mod N: the producer's partitioner (design.md)
 )
 
 METRIC_NAMES = (

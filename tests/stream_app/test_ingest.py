@@ -1,7 +1,8 @@
 """Batched input handling (stream_app.ingest) has the per-record semantics (no broker).
 
-The oracle is the per-record path, written out here: parse, check the key, apply the rule,
-update the partition aggregate, write the table, one record at a time. The batch path must
+The oracle is the per-record path, written out here: parse, check the key, check the partition
+(aiokafka's murmur2, the Java client's partitioner), apply the rule, update the partition
+aggregate, write the table, one record at a time. The batch path must
 leave the same table, the same aggregates, the same dead-letter reasons in the same order and
 the same counters, whatever the batch boundaries.
 """
@@ -14,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from aiokafka.partitioner import murmur2
 
 from stream_app.ingest import Ingest, MemoryStore, Record
 from stream_app.metrics import Metrics
@@ -29,6 +31,11 @@ from stream_app.state import (
 
 DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0)
 PARTITIONS = 3
+
+
+def home_of(user: str) -> int:
+    """The Java client's partition of a user's key (an implementation other than ours)."""
+    return (murmur2(user.encode()) & 0x7FFFFFFF) % PARTITIONS
 
 
 def settings(**kw: Any) -> Settings:
@@ -90,6 +97,8 @@ class Oracle:
                 item = parse_membership(raw, s.max_payload_bytes)
                 kind = "membership"
             check_key(key, item.user_id)
+            if partition != home_of(item.user_id):
+                raise Rejected("wrong_partition")
             d = self.table.get(item.user_id)
             old = UserState.from_json(d) if d is not None else None
             if kind == "report":
@@ -110,7 +119,7 @@ def workload(seed: int, n: int) -> list[tuple[str, int, bytes | None, bytes | No
     """Joins, leaves, reports (some duplicated, some out of domain) and broken records."""
     rng = random.Random(seed)
     users = [f"u{i}" for i in range(12)]
-    home = {u: rng.randrange(PARTITIONS) for u in users}
+    home = {u: home_of(u) for u in users}
     out: list[tuple[str, int, bytes | None, bytes | None]] = []
     issued: dict[str, list[str]] = {}
     for k in range(n):
@@ -181,9 +190,8 @@ def test_batches_match_the_per_record_path(size: int, auto_join: bool) -> None:
     s = settings(auto_join=auto_join)
     app, oracle = make_app(s), Oracle(make_app(s))
     expected = run_and_compare(app, oracle, workload(seed=size, n=400), size)
-    assert {"duplicate_report", "key_mismatch", "malformed_json", "out_of_domain"} <= set(
-        expected
-    )
+    assert {"duplicate_report", "key_mismatch", "malformed_json", "out_of_domain",
+            "wrong_partition"} <= set(expected)
     assert expected.count(None) > 100
 
 
@@ -191,11 +199,31 @@ def test_handle_one_record() -> None:
     app = make_app(settings())
     join = json.dumps({"user_id": "a", "event": "join", "ts": 1.0}).encode()
     report = json.dumps({"user_id": "a", "value": 2.0, "report_id": "r", "ts": 2.0}).encode()
-    assert app.handle("membership", 0, b"a", join) is None
-    assert app.handle("reports", 0, b"a", report) is None
-    assert app.handle("reports", 0, b"a", report) == "duplicate_report"
-    assert app.handle("reports", 0, b"b", report) == "key_mismatch"
+    a, b = home_of("a"), home_of("b")
+    assert app.handle("membership", a, b"a", join) is None
+    assert app.handle("reports", a, b"a", report) is None
+    assert app.handle("reports", a, b"a", report) == "duplicate_report"
+    assert app.handle("reports", b, b"b", report) == "key_mismatch"
     other = json.dumps({"user_id": "b", "event": "join", "group": "nope", "ts": 1.0}).encode()
-    assert app.handle("membership", 0, b"b", other) == "unknown_group"
+    assert app.handle("membership", b, b"b", other) == "unknown_group"
     state = UserState.from_json(app.users["a"])
     assert state.counts == (0, 0, 1, 0, 0) and state.value_units == 2 * 1024
+
+
+def test_wrong_partition_is_rejected_before_any_state_change() -> None:
+    app = make_app(settings())
+    a = home_of("a")
+    wrong = (a + 1) % PARTITIONS
+    join = json.dumps({"user_id": "a", "event": "join", "ts": 1.0}).encode()
+    report = json.dumps({"user_id": "a", "value": 2.0, "report_id": "r", "ts": 2.0}).encode()
+    assert app.handle("membership", wrong, b"a", join) == "wrong_partition"
+    assert app.users == {} and all(not agg.sum_units for agg in app.aggregates.values())
+    assert app.handle("membership", a, b"a", join) is None
+    before = dict(app.users)
+    assert app.handle("reports", wrong, b"a", report) == "wrong_partition"
+    assert app.users == before  # not counted, not remembered as a seen report id
+    assert app.handle("reports", a, b"a", report) is None  # the same id is still new
+    # parse errors and a key that is not the user_id come first
+    assert app.handle("reports", wrong, b"a", b"{oops") == "malformed_json"
+    assert app.handle("reports", wrong, b"b", report) == "key_mismatch"
+    assert counters(app)["rejected", "wrong_partition"] == 2
