@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as dispatcher
-from bench import latency, memory, recalibration, throughput, utility
+from bench import latency, memory, recalibration, robust, throughput, utility
 
 
 def run(module: object, tmp_path: Path, *extra: str) -> str:
@@ -19,7 +19,9 @@ def run(module: object, tmp_path: Path, *extra: str) -> str:
 def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     assert dispatcher.main(["--list"]) == 0
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
-    assert listed == {"throughput", "recalibration", "memory", "utility", "latency", "core_rules"}
+    assert listed == {
+        "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust"
+    }
 
 
 def test_unknown_benchmark_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,6 +53,17 @@ def test_utility_quick(tmp_path: Path) -> None:
     assert "(pass: yes)" in text
     # S_(a,b) with a=5, b=3 on the toy domain {1..5}: every rule gives 2/eps, DP gives 4/eps
     assert "| paper 4-user | S_(a,b) a=5 b=3 | 0.5 | 8 | 4 (0.500) |" in text
+
+
+def test_robust_quick(tmp_path: Path) -> None:
+    text = run(robust, tmp_path)
+    assert "<!-- bench:robust start -->" in text and "(pass: yes)" in text
+    # the paper's P_4 (K = 5): plain theta 3.47 at eps 1; eps_learn 0.1 at n = 100 is void
+    # (T = 469 users) -> the worst case 5 = max|x| / eps
+    assert "| paper 4-user | S_(P,perp) P_4 | 1 | 0.1 | 3.47 | 5 | 5 (1.441 void) |" in text
+    # the floor term 2 alpha (K - 1) / K = 0.08 at K = 5 bounds the ratio away from 1
+    assert "| 5 | paper change, paper presence | 1 |" in text and "| 0.0800 |" in text
+    assert "**Conclusion**" in text
 
 
 @pytest.mark.integration
