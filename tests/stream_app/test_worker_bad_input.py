@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import REJECT_REASONS
+from stream_app.partitioning import partition_for
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import (
     input_env,
@@ -31,6 +34,17 @@ def rep(uid: str, value: object, rid: str) -> dict:
 
 def join(uid: str, group: str = "g1") -> dict:
     return {"user_id": uid, "event": "join", "group": group, "ts": time.time()}
+
+
+async def produce_to(bootstrap: str, topic: str, key: bytes, value: dict, partition: int) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, json.dumps(value).encode(), key=key,
+                                     partition=partition)
+    finally:
+        await producer.stop()
+    return 1
 
 
 def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> None:
@@ -71,9 +85,13 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         ]
         n += send(broker.bootstrap, "membership", [(k, v) for k, v, _ in membership_bad])
         n += send(broker.bootstrap, "reports", [(k, v) for k, v, _ in reports_bad])
+        # a valid report of a present user on a partition other than murmur2("a") mod 2
+        stray = (partition_for(b"a", 2) + 1) % 2
+        n += asyncio.run(produce_to(broker.bootstrap, "reports", b"a", rep("a", 1, "wp"), stray))
         wait_handled([worker], n)
 
         expected = Counter(r for _, _, r in membership_bad + reports_bad if r is not None)
+        expected["wrong_partition"] += 1
         letters = json_values(asyncio.run(consume_all(
             broker.bootstrap, "deadletter", timeout=60, min_count=sum(expected.values()))))
         assert Counter(d["reason"] for d in letters) == expected
