@@ -19,7 +19,7 @@ from stream_app.local.population import SETTLE_SECONDS, Event, Population
 from stream_app.metrics import scrape
 from tests.processes import pid_alive
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RELEASE = re.compile(
     r"^release seq=(\d+) theta=(\S+) noisy_sum=(\S+) priors_seq=(\d+) epsilon_left=(\S+)$",
     re.MULTILINE,
