@@ -7,13 +7,41 @@ the per-event path only validates, deduplicates and updates sums.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 from core.learning import user_share
 from stream_app.models import Membership, Rejected, Report
+
+# Dedup ids are kept as 64-bit digests of the report ids. A genuine new report is dropped as a
+# duplicate only if its digest equals one of the (at most dedup_window) digests kept for its
+# user: probability <= dedup_window / 2**64 per report (1.4e-17 at 256; over 10**12 reports
+# the expected number of such drops is 1.4e-5). docs/design.md, "Throughput".
+DIGEST_BYTES = 8
+
+
+def report_digest(report_id: str) -> int:
+    """The 64-bit digest of a report id (blake2b: stable across processes and versions)."""
+    d = hashlib.blake2b(report_id.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES)
+    return int.from_bytes(d.digest(), "little")
+
+
+def pack_ids(ids: Sequence[int]) -> str:
+    """Digests -> one base64 string (8 bytes per id) for the state's JSON."""
+    return base64.b64encode(struct.pack(f"<{len(ids)}Q", *ids)).decode("ascii")
+
+
+def unpack_ids(text: str) -> tuple[int, ...]:
+    raw = base64.b64decode(text)
+    return struct.unpack(f"<{len(raw) // DIGEST_BYTES}Q", raw)
 
 
 @dataclass(frozen=True)
@@ -22,7 +50,9 @@ class UserState:
 
     ``value_units`` is the latest value in grid units (value / 2**grid_log2, an exact int).
     ``counts[j]`` counts the user's accepted reports equal to ``domain[j]`` (the estimate P_i).
-    ``recent_ids`` holds at most ``dedup_window`` report ids, oldest first.
+    ``recent_ids`` holds the 64-bit digests (``report_digest``) of at most ``dedup_window``
+    report ids, oldest first; in JSON one base64 string ``ids`` (a state written by an older
+    version, with a list of report-id strings ``recent_ids``, is digested when read).
     ``partition`` is the input partition the user's events arrive on (key = user_id).
     ``group`` is a configured group (the join's, or the default group).
     """
@@ -33,7 +63,7 @@ class UserState:
     value_units: int | None = None
     value_ts: float | None = None
     counts: tuple[int, ...] = ()
-    recent_ids: tuple[str, ...] = ()
+    recent_ids: tuple[int, ...] = ()
 
     @property
     def contribution_units(self) -> int:
@@ -44,8 +74,29 @@ class UserState:
         return {
             "partition": self.partition, "present": self.present, "group": self.group,
             "value_units": self.value_units, "value_ts": self.value_ts,
-            "counts": list(self.counts), "recent_ids": list(self.recent_ids),
+            "counts": list(self.counts), "ids": pack_ids(self.recent_ids),
         }
+
+    def to_bytes(self) -> bytes:
+        """The JSON of ``to_json`` as bytes (the users table's stored value and changelog)."""
+        doc = self.to_json()
+        try:
+            # orjson's bytes keep its whole output buffer (measured: 4 KiB each): the copy is
+            # exactly sized (~480 B per user in memory instead of 4.2 KiB)
+            return bytes(memoryview(orjson.dumps(doc)))
+        except TypeError:  # an int beyond 64 bits (a very fine grid): the slow path
+            return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_stored(cls, raw: bytes | str | dict[str, Any]) -> UserState:
+        """From the stored value: JSON bytes (this version) or a decoded dict (older ones)."""
+        if isinstance(raw, dict):
+            return cls.from_json(raw)
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:  # an int beyond 64 bits
+            doc = json.loads(raw)
+        return cls.from_json(doc)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> UserState:
@@ -56,7 +107,8 @@ class UserState:
             value_units=d.get("value_units"),
             value_ts=d.get("value_ts"),
             counts=tuple(int(c) for c in d.get("counts", ())),
-            recent_ids=tuple(d.get("recent_ids", ())),
+            recent_ids=(unpack_ids(d["ids"]) if "ids" in d
+                        else tuple(report_digest(str(r)) for r in d.get("recent_ids", ()))),
         )
 
     @property
@@ -127,13 +179,14 @@ def apply_report(
         if group is None:
             raise Rejected("unknown_group")
         state = replace(base, present=True, group=group)
-    if report.report_id in state.recent_ids:
+    digest = report_digest(report.report_id)
+    if digest in state.recent_ids:
         raise Rejected("duplicate_report")
     counts = list(state.counts) if len(state.counts) == len(rules.domain) else [0] * len(
         rules.domain
     )
     counts[j] += 1
-    ids = (*state.recent_ids, report.report_id)[-rules.dedup_window :]
+    ids = (*state.recent_ids, digest)[-rules.dedup_window :]
     newer = state.value_ts is None or report.ts >= state.value_ts
     return replace(
         state,

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from stream_app.state import UserState, report_digest
 from tests.kafka_helpers import Record
 from tests.reliability.harness import Topics, membership
 
@@ -97,14 +98,15 @@ def histogram_mismatches(wl: Workload, states: dict[str, dict[str, Any]]) -> dic
             bad[user] = "missing from the users table"
             continue
         counts = list(st.get("counts", []))
-        recent = list(st.get("recent_ids", []))
+        recent = list(UserState.from_json(st).recent_ids)  # 64-bit digests of the report ids
         problems = []
         if counts != expected[user]:
             problems.append(f"counts {counts} != expected {expected[user]}")
         if len(recent) != len(set(recent)):
             problems.append("recent_ids has repeats")
-        if set(recent) != ids[user]:
-            problems.append(f"{len(ids[user] - set(recent))} report ids missing")
+        want = {report_digest(r) for r in ids[user]}
+        if set(recent) != want:
+            problems.append(f"{len(want - set(recent))} report ids missing")
         if not st.get("present"):
             problems.append("not present")
         if problems:

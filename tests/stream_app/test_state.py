@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from fractions import Fraction
 
@@ -14,6 +15,7 @@ from stream_app.state import (
     UserState,
     apply_membership,
     apply_report,
+    report_digest,
 )
 
 DOMAIN = (0.0, 0.5, 1.0, 2.0)
@@ -91,7 +93,7 @@ def test_dedup_window_is_bounded() -> None:
     s = apply_membership(None, mem("u", "join"), 0, r)
     for rid in "abcd":
         s = apply_report(s, rep("u", 1.0, rid), 0, r)
-    assert s.recent_ids == ("b", "c", "d")
+    assert s.recent_ids == tuple(report_digest(r) for r in "bcd")
     assert reason_of(apply_report, s, rep("u", 1.0, "d"), 0, r) == "duplicate_report"
     assert reason_of(apply_report, s, rep("u", 1.0, "b"), 0, r) == "duplicate_report"
     # beyond the documented window an id is no longer remembered
@@ -101,8 +103,10 @@ def test_dedup_window_is_bounded() -> None:
 
 def test_state_json_round_trip() -> None:
     s = UserState(partition=3, present=True, group="g", value_units=7, value_ts=2.5,
-                  counts=(1, 2), recent_ids=("x",))
+                  counts=(1, 2), recent_ids=(report_digest("x"), 0, 2**64 - 1))
     assert UserState.from_json(s.to_json()) == s
+    assert UserState.from_stored(s.to_bytes()) == s
+    assert UserState.from_stored(s.to_json()) == s
 
 
 def test_partition_aggregate_incremental_equals_recompute() -> None:
@@ -160,4 +164,51 @@ def _group_shares(users: dict[str, UserState]) -> dict[str, list[int]]:
 def test_state_json_has_every_field() -> None:
     from dataclasses import fields
 
-    assert set(UserState(partition=0).to_json()) == {f.name for f in fields(UserState)}
+    # recent_ids (the digests) is stored as one base64 string "ids"
+    names = {f.name for f in fields(UserState)} - {"recent_ids"} | {"ids"}
+    assert set(UserState(partition=0).to_json()) == names
+
+
+def test_state_written_by_an_older_version_is_read() -> None:
+    """Before 64-bit digests the state kept the report-id strings (``recent_ids``)."""
+    old = {"partition": 1, "present": True, "group": "g", "value_units": 4, "value_ts": 2.0,
+           "counts": [0, 1, 0, 1], "recent_ids": ["a", "b"]}
+    s = UserState.from_stored(json.dumps(old).encode())
+    assert s.recent_ids == (report_digest("a"), report_digest("b"))
+    r = rules(dedup_window=3)
+    assert reason_of(apply_report, s, rep("u", 1.0, "b"), 1, r) == "duplicate_report"
+    s = apply_report(s, rep("u", 1.0, "c"), 1, r)
+    assert "recent_ids" not in s.to_json() and UserState.from_stored(s.to_bytes()) == s
+
+
+def test_state_with_a_value_beyond_64_bits_round_trips() -> None:
+    s = UserState(partition=0, present=True, group="g", value_units=2**70, counts=(1,))
+    assert UserState.from_stored(s.to_bytes()) == s
+
+
+def test_report_digest_is_stable_and_64_bits() -> None:
+    # a stored state must be read identically by every process and version
+    assert report_digest("r1") == report_digest("r1") != report_digest("r2")
+    assert 0 <= report_digest("\udcff") < 2**64
+    assert report_digest("abc") == 0x5995d533d814bbd8
+
+
+def test_stored_values_do_not_keep_orjson_buffers() -> None:
+    """orjson's bytes keep their 4 KiB output buffer in RSS: the stored value must be a
+    right-sized copy (bench/memory.py: ~0.5 KiB per user at 16 reports)."""
+    import gc
+    import os
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    n = 20000
+    gc.collect()
+    before = rss()
+    kept = [UserState(partition=0, present=True, group="g", value_units=i, value_ts=1.0,
+                      counts=(1,) * 16, recent_ids=tuple(range(16))).to_bytes()
+            for i in range(n)]
+    gc.collect()
+    assert (rss() - before) / n < 1500, "stored values keep more than their bytes"
+    assert len(kept) == n
