@@ -14,7 +14,6 @@ from __future__ import annotations
 import gc
 import json
 import time
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from core.plan import release_plan
 from core.policy import STREAM_RULES, PairKind, Rule
 from stream_app.ingest import Ingest, MemoryStore, Record
 from stream_app.metrics import Metrics
+from stream_app.partitioning import partition_for
 from stream_app.settings import Settings
 from stream_app.state import EventRules, UserState
 
@@ -75,7 +75,8 @@ def time_plan(
 
 # --- part 2: the per-event ingest path -------------------------------------------------------
 def partition_of(user_id: str) -> int:
-    return zlib.crc32(user_id.encode()) % PARTITIONS
+    """The partitioning contract (stream_app.partitioning): murmur2(user_id) mod N."""
+    return partition_for(user_id.encode(), PARTITIONS)
 
 
 def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, MemoryStore, Settings]:
