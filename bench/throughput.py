@@ -1,23 +1,31 @@
-"""End-to-end throughput on the embedded broker: the worker vs a raw aiokafka consume->produce loop.
+"""End-to-end throughput on the embedded broker: five pipelines on the same backlog, one run.
 
-One broker, one set of input topics (reports + membership, P partitions). Setup (not timed):
-U users join, a churn subset reports once. Then a backlog of M events is produced as fast as
-the producer goes (98 % reports from always-present users, 2 % leave/join churn, releases
-every second) and the worker's rate is read from its own counters (consumed + rejected) between
-the 5 % and 95 % marks of the backlog. The raw loop (aiokafka, no consumer group, partitions
-assigned, one ``send`` per record to an output topic, acks=all like Faust) reads the same
-topics from the beginning, once after the worker's timed drain and once at the end (nothing
-else consuming); its rate is the mean of the two passes. A third pipeline, "Faust alone"
-(one Faust agent over the same topics writing each event to a changelog-backed table, nothing
-else), separates what Faust itself costs from pufferfish's own per-event work.
-A second backlog of M/2 events is then profiled with py-spy attached to the worker (top frames
-by own time and by inclusive time in the project's code).
+One broker; each pipeline gets its own input topics (reports + membership, P partitions) with
+the same content: U users join, a churn subset reports once (setup, consumed before the
+backlog), then a backlog of M events (98 % reports from always-present users, 2 % leave/join
+churn) is produced as fast as the producer goes while the pipeline drains it. Its rate is
+read from its own counters (Prometheus, summed over its processes) between the 5 % and 95 %
+marks of the backlog. Pipelines:
+- raw: an aiokafka consume->produce loop (no consumer group, partitions assigned, one ``send``
+  per record to an output topic, acks=all like Faust) over the worker's input topics from the
+  beginning; run once before and once after the Faust pipelines, rate = mean of the passes;
+- bare Faust: ``async for`` over the stream of both input topics, nothing else (Faust's own
+  ceiling here);
+- recipe: the fastest known Faust pipeline with per-user state and no pufferfish logic
+  (``take_events`` batches, per-batch dict, each touched user's state decoded from and
+  written to the table's store once per batch and one changelog record per touched user via
+  ``app.producer.send``; the worker's Faust settings, event loop and logging);
+- the pufferfish worker (exact rule, K = 16, one group, releases every second), 1 process;
+- the same worker, 2 processes in one consumer group.
+Each is reported as a ratio to the raw loop, and the worker as a ratio to the recipe. A
+further backlog of M/2 events can be profiled with py-spy attached to the 1-process worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import re
@@ -29,7 +37,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +53,8 @@ REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
 DOMAIN = tuple(float(v) for v in range(16))
 # Faust does not create source topics; tansu needs short group timeouts to start quickly.
+# No producer_max_batch_size=1 here: nothing restarts, so the real-cluster defaults
+# (batching, linger) are measured.
 TANSU_KNOBS = {
     "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
     "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
@@ -88,28 +98,54 @@ class Worker:
         return int(self.proc.returncode)
 
 
-def topic_names(tag: str) -> dict[str, str]:
+@dataclass
+class Group:
+    """Several processes of one pipeline (one consumer group): counters are summed."""
+
+    workers: list[Worker]
+
+    def handled(self) -> float:
+        return sum(w.handled() for w in self.workers)
+
+    def total(self, *names: str) -> float:
+        return sum(w.total(*names) for w in self.workers)
+
+    def check_alive(self) -> None:
+        for w in self.workers:
+            w.check_alive()
+
+    def stop(self, timeout: float = 30.0) -> int:
+        codes = [w.stop(timeout) for w in self.workers]
+        return max(codes, key=abs)
+
+
+def topic_names(tag: str, run: str = "") -> dict[str, str]:
+    """Input topics named after ``tag``; output topics after ``tag`` and ``run``."""
+    out = f"{tag}{run}"
     return {
         "reports": f"reports-{tag}", "membership": f"membership-{tag}",
-        "releases": f"releases-{tag}", "partials": f"partials-{tag}",
-        "deadletter": f"deadletter-{tag}", "priors": f"priors-{tag}",
+        "releases": f"releases-{out}", "partials": f"partials-{out}",
+        "deadletter": f"deadletter-{out}", "priors": f"priors-{out}",
     }
 
 
 WORKER_CMD = ("-m", "stream_app", "run")
-FLOOR_CMD = ("-m", "bench.throughput", "--faust-floor-child")
+BARE_CMD = ("-m", "bench.throughput", "--child", "bare")
+RECIPE_CMD = ("-m", "bench.throughput", "--child", "recipe")
 
 
 def start_worker(
     broker: EmbeddedBroker, workdir: Path, tag: str, cmd: Sequence[str] = WORKER_CMD,
-    **settings: Any,
+    run: str = "", index: int = 0, **settings: Any,
 ) -> Worker:
-    """``python -m stream_app run`` with PUFFERFISH_* env; topics named after ``tag``."""
-    topics = topic_names(tag)
+    """``python -m stream_app run`` with PUFFERFISH_* env; input topics named after ``tag``,
+    outputs and consumer group after ``tag`` + ``run`` (processes of one run share them)."""
+    topics = topic_names(tag, run)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update(TANSU_KNOBS)
     base: dict[str, Any] = {
-        "broker": broker.url, "app_id": f"bench-{tag}", "data_dir": str(workdir / "data"),
+        "broker": broker.url, "app_id": f"bench-{tag}{run}",
+        "data_dir": str(workdir / f"data{run}-{index}"),
         "log_level": "warning", "input_partitions": str(PARTITIONS), "domain": list(DOMAIN),
         "pairs": ["distribution_presence"], "rule": "exact", "budget_total": "1e12",
         "release_period_seconds": "1", "topic_reports": topics["reports"],
@@ -125,7 +161,7 @@ def start_worker(
     port = free_port()
     env["PUFFERFISH_METRICS_PORT"] = str(port)
     env["PYTHONPATH"] = str(REPO)
-    log_path = workdir / f"worker-{tag}-{cmd[1]}.log"
+    log_path = workdir / f"worker-{tag}{run}-{cmd[-1]}-{index}.log"
     proc = subprocess.Popen(
         [sys.executable, *cmd], env=env, cwd=str(workdir),
         stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
@@ -134,7 +170,7 @@ def start_worker(
     return Worker(proc, port, log_path, topics)
 
 
-def wait_for(worker: Worker, count: float, timeout: float, what: str) -> None:
+def wait_for(worker: Worker | Group, count: float, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while worker.handled() < count:
         worker.check_alive()
@@ -274,7 +310,9 @@ def rate_between(samples: Sequence[tuple[float, float]], lo: float, hi: float) -
     return (h_hi - h_lo) / max(t_hi - t_lo, 1e-9)
 
 
-def drain(worker: Worker, start: float, m: int, timeout: float) -> list[tuple[float, float]]:
+def drain(
+    worker: Worker | Group, start: float, m: int, timeout: float
+) -> list[tuple[float, float]]:
     """Sample (time, handled) every 0.25 s until ``start + m`` events are handled."""
     samples = []
     deadline = time.monotonic() + timeout
@@ -332,29 +370,39 @@ def py_spy() -> str | None:
     return found if Path(found).exists() else None
 
 
-# --- Faust alone ---------------------------------------------------------------------------
-def faust_floor_child() -> int:
-    """The cheapest Faust pipeline shaped like the worker (runs in its own process).
-
-    One agent over both input topics (raw bytes), one changelog-backed table write per event
-    (key = user id, value = the event's JSON) and nothing else: the rate Faust itself allows
-    here. Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped like the
-    worker; settings come from the same PUFFERFISH_* variables.
-    """
+# --- the Faust pipelines (child processes) --------------------------------------------------
+def faust_child(kind: str) -> int:
+    """``bare`` or ``recipe`` (module docstring), in its own process, settings from the same
+    PUFFERFISH_* variables as the worker. Progress is exported as
+    ``pufferfish_events_consumed_total`` so it is scraped like the worker."""
     import faust
+    import orjson
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
+    from stream_app.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
+    from stream_app.worker import (
+        BROKER_MAX_POLL_RECORDS,
+        CONSUMER_MAX_FETCH_SIZE,
+        STREAM_BUFFER_MAXSIZE,
+        LeanApp,
+    )
 
     s = Settings()
     registry = CollectorRegistry()
     consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
     start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
-    app = faust.App(
-        f"{s.app_id}-floor", broker=s.broker, store="memory://", autodiscover=False,
+    app = LeanApp(
+        f"{s.app_id}-{kind}", broker=s.broker, store="memory://", autodiscover=False,
         processing_guarantee="at_least_once", topic_partitions=s.input_partitions,
-        topic_replication_factor=1, consumer_auto_offset_reset="earliest",
+        topic_replication_factor=1, table_standby_replicas=0,
+        consumer_auto_offset_reset="earliest",
+        producer_max_batch_size=s.producer_max_batch_size,
+        producer_linger=s.producer_linger_seconds,
+        stream_buffer_maxsize=STREAM_BUFFER_MAXSIZE,
+        broker_max_poll_records=BROKER_MAX_POLL_RECORDS,
+        consumer_max_fetch_size=CONSUMER_MAX_FETCH_SIZE,
         broker_session_timeout=s.broker_session_timeout,
         broker_rebalance_timeout=s.broker_rebalance_timeout,
         broker_heartbeat_interval=s.broker_heartbeat_interval, web_enabled=False,
@@ -362,21 +410,46 @@ def faust_floor_child() -> int:
     inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw",
                        partitions=s.input_partitions)
-    table = app.Table("floor", default=None, partitions=s.input_partitions,
-                      schema=faust.Schema(key_serializer="json", value_serializer="json"))
+    table = app.Table("state", default=None, partitions=s.input_partitions,
+                      schema=faust.Schema(key_serializer="json", value_serializer="raw"))
     counter = consumed.labels(kind="any")
 
-    async def process(stream: Any) -> None:
-        async for event in stream.events():
-            msg = event.message
-            table[(msg.key or b"").decode()] = json.loads(msg.value or b"null")
+    async def bare(stream: Any) -> None:
+        logging.getLogger().setLevel(s.log_level.upper())
+        async for _value in stream:
             counter.inc()
 
-    app.agent(inputs, name="floor")(process)
-    loop = asyncio.new_event_loop()
+    async def recipe(stream: Any) -> None:
+        """Per user: events seen and the last value, as JSON bytes (no pufferfish logic)."""
+        logging.getLogger().setLevel(s.log_level.upper())
+        store = table.data
+        topic = table.changelog_topic.get_topic_name()
+        producer = app.producer
+        async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
+            touched: dict[bytes, tuple[dict[str, Any], int]] = {}
+            for event in events:
+                msg = event.message
+                key = msg.key or b""
+                doc = orjson.loads(msg.value or b"null")
+                entry = touched.get(key)
+                if entry is None:
+                    raw = store.get(key.decode())
+                    state = orjson.loads(raw) if raw is not None else {"n": 0}
+                    entry = touched[key] = (state, msg.partition)
+                entry[0]["n"] += 1
+                entry[0]["last"] = doc
+            for key, (state, partition) in touched.items():
+                value = orjson.dumps(state)
+                store[key.decode()] = value
+                await producer.send(topic, orjson.dumps(key.decode()), value, partition,
+                                    None, None)
+            counter.inc(len(events))
+
+    app.agent(inputs, name=kind)(bare if kind == "bare" else recipe)
+    loop = new_event_loop(s)
     asyncio.set_event_loop(loop)
-    worker = faust.Worker(app, loglevel="WARNING", quiet=True, loop=loop,
-                          redirect_stdouts=False)
+    worker = worker_class()(app, loglevel="WARNING", quiet=True, loop=loop,
+                            redirect_stdouts=False)
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
@@ -384,106 +457,199 @@ def faust_floor_child() -> int:
     return 0
 
 
-
 # --- the benchmark -------------------------------------------------------------------------
+@dataclass
+class Run:
+    name: str
+    label: str
+    cmd: Sequence[str]
+    processes: int
+    rate: float = float("nan")
+    events: int = 0
+    releases: float = 0.0
+    rejected: float = 0.0
+    code: int = 0
+
+
+def wait_all_assigned(
+    broker: EmbeddedBroker, group: Group, topics: dict[str, str], work: Workload,
+    timeout: float = 90.0,
+) -> int:
+    """Reports in small rounds until every process handled some in the same round (each owns
+    partitions: the group is stable). Returns the events sent."""
+    sent = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        before = [w.handled() for w in group.workers]
+        sent += produce_sync(broker.bootstrap, topics,
+                             [work.report(u) for u in work.present[:200]])
+        time.sleep(1.5)
+        after = [w.handled() for w in group.workers]
+        if all(a > b for a, b in zip(after, before, strict=True)):
+            return sent
+        group.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker group did not settle (a process owns nothing)")
+
+
+def run_pipeline(
+    broker: EmbeddedBroker, workdir: Path, tag: str, run: Run, users: int, m: int,
+    profile: Callable[[Group, Workload, dict[str, str], float], int] | None = None,
+) -> tuple[dict[str, str], int]:
+    """Fresh input topics, setup, then the backlog drained by ``run``; fills run.rate.
+    Returns the topics and the number of records produced to them."""
+    topics = topic_names(tag)
+    asyncio.run(create_topics(broker.bootstrap, {
+        topics["reports"]: PARTITIONS, topics["membership"]: PARTITIONS}))
+    work = Workload(users)
+    joins, first = work.setup_joins(), work.setup_reports()
+    produce_sync(broker.bootstrap, topics, joins)
+    group = Group([start_worker(broker, workdir, tag, cmd=run.cmd, run=f"-{run.name}", index=i)
+                   for i in range(run.processes)])
+    try:
+        wait_for(group, len(joins), 120, f"{run.label}: the setup joins")
+        produce_sync(broker.bootstrap, topics, first)
+        done = len(joins) + len(first)
+        wait_for(group, done, 60, f"{run.label}: the setup reports")
+        if run.processes > 1:
+            done += wait_all_assigned(broker, group, topics, work)
+            wait_for(group, done, 60, f"{run.label}: the warm-up reports")
+        backlog = work.backlog(m)
+        produce_sync(broker.bootstrap, topics, backlog)
+        samples = drain(group, done, m, timeout=300)
+        run.rate = rate_between(samples, done + 0.05 * m, done + 0.95 * m)
+        run.events = m
+        run.releases = group.total("pufferfish_releases_total")
+        run.rejected = group.total("pufferfish_events_rejected_total")
+        produced = done + m
+        if profile is not None:
+            produced += profile(group, work, topics, done + m)
+    finally:
+        run.code = group.stop()
+    return topics, produced
+
+
+def profile_worker(
+    workdir: Path, broker: EmbeddedBroker, m: int, quick: bool, keep: Path | None,
+) -> tuple[Callable[[Group, Workload, dict[str, str], float], int], list[Any]]:
+    """A ``run_pipeline`` hook: py-spy on the worker while it drains a further M/2 events."""
+    found: list[Any] = []
+
+    def hook(group: Group, work: Workload, topics: dict[str, str], done: float) -> int:
+        spy = py_spy()
+        if spy is None:
+            return 0
+        extra = work.backlog(max(m // 2, 1))
+        out = workdir / "profile.txt"
+        prof = subprocess.Popen(
+            [spy, "record", "--pid", str(group.workers[0].proc.pid), "--format", "raw",
+             "-o", str(out), "-r", "100", "--nonblocking", "-d", str(10 if quick else 30)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+        produce_sync(broker.bootstrap, topics, extra)
+        drain(group, done, len(extra), timeout=240)
+        prof.send_signal(signal.SIGINT)  # stop sampling now; py-spy writes the file
+        prof.wait(timeout=60)
+        if out.exists():
+            found.append(top_frames(out.read_text(errors="replace")))
+            if keep is not None:
+                shutil.copyfile(out, keep)
+        return len(extra)
+
+    return hook, found
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else argv)[:1] == ["--faust-floor-child"]:
-        return faust_floor_child()
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["--child"]:
+        return faust_child(args_in[1])
     p = _common.parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--users", type=int, default=1000)
-    p.add_argument("--events", type=int, default=20000, help="backlog size M")
-    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--events", type=int, default=50000, help="backlog size M")
+    p.add_argument("--profile", action="store_true", help="py-spy on the 1-process worker")
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
     args = p.parse_args(argv)
     users, m = (40, 400) if args.quick else (args.users, args.events)
     started = time.perf_counter()
+    load_before = loadavg()
     tag = uuid.uuid4().hex[:8]
     workdir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
-    profile_rows: tuple[list[tuple[str, float]], list[tuple[str, float]], int] | None = None
+    runs = [
+        Run("bare", "bare Faust: async for over the stream", BARE_CMD, 1),
+        Run("recipe", "recipe: take_events + per-batch state + changelog sends", RECIPE_CMD, 1),
+        Run("w1", "pufferfish worker, 1 process", WORKER_CMD, 1),
+        Run("w2", "pufferfish worker, 2 processes", WORKER_CMD, 2),
+    ]
+    profile_rows: tuple[Frames, Frames, int] | None = None
+    raw_passes: list[tuple[int, float]] = []
     try:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
-            topics = topic_names(tag)
-            asyncio.run(create_topics(broker.bootstrap, {
-                topics["reports"]: PARTITIONS, topics["membership"]: PARTITIONS,
-                f"raw-out-{tag}": PARTITIONS,
-            }))
-            work = Workload(users)
-            joins, first = work.setup_joins(), work.setup_reports()
-            produce_sync(broker.bootstrap, topics, joins)
-            worker = start_worker(broker, workdir, tag)
-            try:
-                wait_for(worker, len(joins), 120, "the setup joins")
-                produce_sync(broker.bootstrap, topics, first)
-                setup = len(joins) + len(first)
-                wait_for(worker, setup, 60, "the setup reports")
-
-                backlog = work.backlog(m)
-                produce_start = time.perf_counter()
-                produce_sync(broker.bootstrap, topics, backlog)
-                produce_seconds = time.perf_counter() - produce_start
-                samples = drain(worker, setup, m, timeout=240)
-                worker_rate = rate_between(samples, setup + 0.05 * m, setup + 0.95 * m)
-                releases = worker.total("pufferfish_releases_total")
-                rejected = worker.total("pufferfish_events_rejected_total")
-                total_in = setup + m
-                inputs = [topics["reports"], topics["membership"]]
-                raw_passes = [asyncio.run(raw_loop(
-                    broker.bootstrap, inputs, PARTITIONS, total_in, f"raw-out-{tag}"))]
-
-                spy = None if args.no_profile else py_spy()
-                if spy is not None:
-                    extra = work.backlog(max(m // 2, 1))
-                    out = workdir / "profile.txt"
-                    duration = 10 if args.quick else 30
-                    prof = subprocess.Popen(
-                        [spy, "record", "--pid", str(worker.proc.pid), "--format", "raw",
-                         "-o", str(out), "-r", "100", "--nonblocking", "-d", str(duration)],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                    time.sleep(1.0)
-                    produce_sync(broker.bootstrap, topics, extra)
-                    drain(worker, total_in, len(extra), timeout=240)
-                    prof.send_signal(signal.SIGINT)  # stop sampling now; py-spy writes the file
-                    prof.wait(timeout=60)
-                    total_in += len(extra)
-                    if out.exists():
-                        profile_rows = top_frames(out.read_text(errors="replace"))
-                        if args.profile_out is not None:
-                            shutil.copyfile(out, args.profile_out)
-            finally:
-                code = worker.stop()
-            floor = start_worker(broker, workdir, tag, cmd=FLOOR_CMD)
-            try:
-                samples = drain(floor, 0, total_in, timeout=240)
-                floor_rate = rate_between(samples, 0.05 * total_in, 0.95 * total_in)
-            finally:
-                floor.stop()
-            # the second raw pass runs last: the two passes bracket the worker and Faust runs
+            raw_topics: dict[str, str] | None = None
+            raw_total = 0
+            for run in runs:
+                hook: Callable[[Group, Workload, dict[str, str], float], int] | None = None
+                found: list[Any] = []
+                if run.name == "w1" and args.profile:
+                    hook, found = profile_worker(workdir, broker, m, args.quick,
+                                                 args.profile_out)
+                topics, produced = run_pipeline(broker, workdir, f"{tag}{run.name}", run,
+                                                users, m, profile=hook)
+                if found:
+                    profile_rows = found[0]
+                if run.name == "w1":
+                    raw_topics = topics
+                    asyncio.run(create_topics(broker.bootstrap, {f"raw-out-{tag}": PARTITIONS}))
+                    raw_total = produced
+                    raw_passes.append(asyncio.run(raw_loop(
+                        broker.bootstrap, [topics["reports"], topics["membership"]],
+                        PARTITIONS, raw_total, f"raw-out-{tag}")))
+            assert raw_topics is not None
             raw_passes.append(asyncio.run(raw_loop(
-                broker.bootstrap, inputs, PARTITIONS, total_in, f"raw-out-{tag}")))
+                broker.bootstrap, [raw_topics["reports"], raw_topics["membership"]],
+                PARTITIONS, raw_total, f"raw-out-{tag}")))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.perf_counter() - started
+    load_after = loadavg()
 
     raw_rates = [n / seconds for n, seconds in raw_passes]
     raw_rate = sum(raw_rates) / len(raw_rates)
-    ratio = worker_rate / raw_rate
+    by = {r.name: r for r in runs}
+    recipe = by["recipe"].rate
     raw_text = ", ".join(
         f"{n} records at {r:,.0f}/s" for (n, _), r in zip(raw_passes, raw_rates, strict=True)
     )
-    headers = ("pipeline", "events", "events/s", "ratio to raw")
-    rows = [
-        ("raw aiokafka consume->produce (mean of passes)", raw_passes[0][0], raw_rate, 1.0),
-        ("Faust alone: agent + table write per event", total_in, floor_rate,
-         floor_rate / raw_rate),
-        ("pufferfish worker (exact, K=16, releases 1/s)", m, worker_rate, ratio),
+    headers = ("pipeline", "processes", "events", "events/s", "ratio to raw",
+               "ratio to recipe")
+    rows: list[tuple[object, ...]] = [
+        ("raw aiokafka consume->produce (mean of 2 passes)", 1, raw_passes[0][0], raw_rate,
+         1.0, float("nan")),
     ]
-    verdict = "yes" if ratio >= 0.5 else "NO"
+    for r in runs:
+        rows.append((r.label, r.processes, r.events, r.rate, r.rate / raw_rate,
+                     r.rate / recipe if r.name in ("w1", "w2") else float("nan")))
+    w1, w2 = by["w1"], by["w2"]
+    goals = [
+        ("worker, 1 process >= 0.18x raw", w1.rate / raw_rate >= 0.18),
+        ("worker, 1 process >= 0.9x recipe", w1.rate / recipe >= 0.9),
+        ("worker, 2 processes >= 0.28x raw", w2.rate / raw_rate >= 0.28),
+    ]
+    goal_text = "; ".join(f"{g}: {'yes' if ok else 'NO'}" for g, ok in goals)
+    codes = ", ".join(f"{r.name} {r.code}" for r in runs)
     print(f"end-to-end throughput, {PARTITIONS} partitions, {users} users, backlog {m} events "
-          f"(produced in {produce_seconds:.1f} s)")
+          f"per pipeline; load average before {load_before}, after {load_after}")
     print(_common.text_table(headers, rows))
     print(f"raw loop passes: {raw_text}")
-    print(f"worker: {releases:.0f} releases, {rejected:.0f} rejected records, exit code {code}; "
-          f"goal >= 0.5x raw: {verdict}; total {elapsed:.0f} s")
+    print(f"worker releases: {w1.releases:.0f} (1 process), {w2.releases:.0f} (2); rejected "
+          f"records: {w1.rejected:.0f}, {w2.rejected:.0f}; exit codes: {codes}")
+    print(f"{goal_text}; total {elapsed:.0f} s")
     prof_md = ""
     if profile_rows is not None:
         own, incl, total = profile_rows
@@ -492,8 +658,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\ntop project frames by inclusive time")
         print(_common.text_table(("frame", "% samples"), incl))
         prof_md = (
-            f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on the worker while it drains "
-            f"a further {max(m // 2, 1)} events; {total} samples). Top 10 by own time:\n\n"
+            f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on the 1-process worker "
+            f"while it drains a further {max(m // 2, 1)} events; {total} samples). Top 10 by "
+            "own time:\n\n"
             + _common.markdown_table(("frame", "% samples"), own)
             + "\n\nTop 10 project frames (stream_app/, core/; entry point left out) by "
             "inclusive time:\n\n"
@@ -501,15 +668,20 @@ def main(argv: list[str] | None = None) -> int:
         )
     body = (
         __doc__.split("\n", 1)[1].strip()
-        + f"\n\nWorker settings: {PARTITIONS} input partitions, domain K = {len(DOMAIN)}, "
-        "pairs distribution_presence, rule exact, one group (learned priors, uniform round-0 "
-        "law, no learning round during the run), release every 1 s, memory store, default "
-        f"producer batching. Users {users}, backlog M = {m} (produced in "
-        f"{produce_seconds:.1f} s, faster than either consumer). Raw loop passes: "
-        f"{raw_text}. Worker: {releases:.0f} releases, {rejected:.0f} rejected. "
+        + f"\n\nLoad average (1, 5, 15 min) before the run: {load_before}; after: "
+        f"{load_after}. Worker settings: {PARTITIONS} input partitions, domain K = "
+        f"{len(DOMAIN)}, pairs distribution_presence, rule exact, one group (learned priors, "
+        "uniform round-0 law, no learning round during the run), release every 1 s, memory "
+        "store, defaults otherwise (batch_max_events 10000, batch_within_seconds 0.2, "
+        "producer linger 0.01 s with batching, uvloop); the recipe uses the same Faust "
+        f"settings. Users {users}, backlog M = {m} per pipeline. Raw loop passes: "
+        f"{raw_text}. Worker releases: {w1.releases:.0f} (1 process), {w2.releases:.0f} "
+        f"(2 processes); rejected records {w1.rejected:.0f}, {w2.rejected:.0f}. "
         f"Run time {elapsed:.0f} s.\n\n"
         + _common.markdown_table(headers, rows)
-        + f"\n\n**Ratio worker / raw = {ratio:.3f}** (goal >= 0.5: {verdict})."
+        + f"\n\n**Ratio worker / raw = {w1.rate / raw_rate:.3f}** (1 process), "
+        f"{w2.rate / raw_rate:.3f} (2 processes); worker / recipe = {w1.rate / recipe:.2f}. "
+        f"Goals: {goal_text}."
         + prof_md + "\n"
     )
     _common.report(args, NAME, "1. End-to-end throughput vs a raw aiokafka loop",

