@@ -36,6 +36,7 @@ def demo_settings(
         store="memory://",
         # tansu workarounds (docs: shared kafka notes): exact log-end offsets, quick joins
         producer_max_batch_size=1,
+        producer_linger_seconds=0.0,
         broker_session_timeout=6,
         broker_rebalance_timeout=6,
         broker_heartbeat_interval=1,

@@ -112,6 +112,7 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
         "PUFFERFISH_LEARN_PERIOD_SECONDS": "86400",  # no learning round: exact budget arithmetic
         # tansu workarounds (shared/kafka.md)
         "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
+        "PUFFERFISH_PRODUCER_LINGER_SECONDS": "0",
         "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
         "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
         "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",

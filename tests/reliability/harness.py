@@ -33,6 +33,7 @@ CORPUS = Path(__file__).resolve().parent / "corpus"
 # tansu workarounds (/work/shared/kafka.md): exact end offsets and quick group joins.
 TANSU_COMPAT = {
     "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
+    "PUFFERFISH_PRODUCER_LINGER_SECONDS": "0",
     "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
     "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
     "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
