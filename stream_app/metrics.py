@@ -43,6 +43,7 @@ METRIC_NAMES = (
     "pufferfish_broker_errors_total",
     "pufferfish_learning_rounds_total",
     "pufferfish_priors_seq",
+    "pufferfish_budget_window_seconds_remaining",
 )
 
 
@@ -63,6 +64,7 @@ class Metrics:
     broker_errors: Counter
     learning_rounds: Counter
     priors_seq: Gauge
+    budget_window_seconds_remaining: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -109,6 +111,11 @@ class Metrics:
             ),
             priors_seq=Gauge(
                 "pufferfish_priors_seq", "Learning round whose laws calibrate theta (0: settings)",
+                registry=reg,
+            ),
+            budget_window_seconds_remaining=Gauge(
+                "pufferfish_budget_window_seconds_remaining",
+                "Seconds until the privacy window renews the budget (0 without windows)",
                 registry=reg,
             ),
         )

@@ -54,6 +54,7 @@ class Release(_Wire):
     binding_group: str | None = None
     priors_seq: int = Field(default=0, ge=0)  # the learning round theta was calibrated on
     charge: float = Field(default=0.0, ge=0)  # epsilon this release spent
+    window: int | None = None  # privacy window floor(ts / budget_window_seconds); None: none
 
 
 class PriorsRecord(_Wire):
@@ -68,6 +69,7 @@ class PriorsRecord(_Wire):
     epsilon_spent: float = Field(ge=0)  # the accountant after this round's charge
     radius: float = Field(default=0.0, ge=0, le=2)  # L1 radius of the true law around probs
     status: Literal["learned", "low_mass", "void"] = "learned"  # low_mass/void: law kept
+    window: int | None = None  # privacy window of the charge (see Release.window)
 
 
 class DeadLetter(_Wire):

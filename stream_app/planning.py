@@ -34,9 +34,12 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     plain = plan_for(s, priors.laws, {})  # the same laws taken as exact (radius 0)
     learner = learner_for(s)
     charge = plan.charge()
+    ticks = None if s.budget_window_seconds is None else math.floor(
+        s.budget_window_seconds / s.release_period_seconds + 1e-9)
     schedule = budget_schedule(
         s.budget_total, charge, s.release_period_seconds,
         learner.charge() if learner else None, s.learn_period_seconds if learner else None,
+        **({} if ticks is None else {"max_ticks": ticks}),
     )
     return {
         "theta": plan.theta,
@@ -55,6 +58,14 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "seconds_until_exhausted": schedule.seconds,
         "schedule_capped": schedule.exhausted_by_cap,
         "prior_source": s.prior_source,
+        "window": None if ticks is None else {
+            "seconds": s.budget_window_seconds,
+            "ticks_per_window": ticks,
+            "releases_per_window": schedule.releases,
+            "learning_rounds_per_window": schedule.learning_rounds,
+            "budget_lasts_seconds": schedule.seconds,
+            "runs_out_before_window_end": schedule.releases < ticks,
+        },
         "learning": None if learner is None else {
             "epsilon_learn": learner.epsilon_learn,
             "learn_period_seconds": s.learn_period_seconds,
@@ -81,7 +92,7 @@ def _text(summary: dict[str, Any]) -> str:
             plain = summary["groups_plain"][group][pair]
             lines.append(f"{group:<16} {summary['radii'][group]:>7.4g} {pair:<24} "
                          f"{theta:>10.6g} {plain:>12.6g}")
-    learning = summary["learning"]
+    learning, window = summary["learning"], summary["window"]
     lines += [
         "",
         f"theta {summary['theta']:.6g} (plain, radius 0: {summary['theta_plain']:.6g}; "
@@ -97,6 +108,15 @@ def _text(summary: dict[str, Any]) -> str:
            f", with {learning['rounds_until_exhausted']} learning rounds of epsilon_learn "
            f"{learning['epsilon_learn']:g} every {learning['learn_period_seconds']:g} s"),
     ]
+    if window is not None:
+        lines.append(
+            f"privacy window {window['seconds']:g} s (budget_total per window): "
+            f"{window['releases_per_window']} of {window['ticks_per_window']} ticks release, "
+            f"the budget lasts {window['budget_lasts_seconds']:g} s of each window")
+        if window["runs_out_before_window_end"]:
+            lines.append("warning: the budget runs out before the window ends: no release "
+                         "for the rest of each window (raise budget_total, lower epsilon, "
+                         "or shorten the window)")
     if learning is not None:
         lines.append("learned priors: theta follows the published rounds (laws and radii); these "
                      "figures are for the starting laws (radius 2 without a declared law); a "

@@ -8,6 +8,7 @@ journals can hold; a failed send burns its seq and keeps its charge.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 
 from core.budget import Accountant, BudgetExhausted
@@ -31,6 +32,28 @@ class Ledger:
         self.last_seq = 0
         self.last_priors_seq = 0
         self.exhausted = False
+        self.window: int | None = None  # the privacy window of the accountant
+
+    def window_of(self, now: float) -> int | None:
+        """floor(now / budget_window_seconds) on the public clock; None without windows."""
+        size = self.settings.budget_window_seconds
+        return None if size is None else math.floor(now / size)
+
+    def roll(self, now: float) -> None:
+        """A new privacy window renews the budget (never an earlier one: clocks may step back)."""
+        window = self.window_of(now)
+        size = self.settings.budget_window_seconds
+        if window is None or size is None:
+            return
+        self.metrics.budget_window_seconds_remaining.set((window + 1) * size - now)
+        if self.window is not None and window <= self.window:
+            return
+        self.window, self.accountant = window, Accountant(self.settings.budget_total)
+        if self.exhausted:
+            log.warning("privacy window %d: the budget is renewed", window)
+        self.exhausted = False
+        self.metrics.budget_exhausted.set(0)
+        self.publish_metrics()
 
     def restore(
         self,
@@ -38,12 +61,16 @@ class Ledger:
         priors: Sequence[PriorsRecord],
         initial: Mapping[str, Distribution],
         initial_radii: Mapping[str, float],
+        now: float,
     ) -> Restored:
         """Adopt the max over the journals, the local file and what is known (stream_app.release
         .restore); the laws in force are returned for the releaser."""
         self._local = merged(self._local, load_state(self.state_file))
+        window = self.window_of(now)
+        if window is not None and window != self.window:
+            self.window, self.accountant = window, Accountant(self.settings.budget_total)
         got = restore(self.settings.budget_total, releases, priors, self._local,
-                      self.accountant, self.last_seq, initial, initial_radii)
+                      self.accountant, self.last_seq, initial, initial_radii, window)
         self.accountant, self.last_seq = got.accountant, got.last_seq
         self.last_priors_seq = max(self.last_priors_seq, got.last_priors_seq)
         self.exhausted = False
@@ -87,7 +114,8 @@ class Ledger:
     def intent(self, record: Release | None = None) -> bool:
         """Write the local high-water file before anything is sent; False if it failed."""
         last = record or (self._local.last_release if self._local else None)
-        self._local = LocalState(self.last_seq, self.accountant, last, self.last_priors_seq)
+        self._local = LocalState(self.last_seq, self.accountant, last, self.last_priors_seq,
+                                 self.window)
         try:
             save_state(self.state_file, self._local)
         except OSError as exc:

@@ -38,6 +38,7 @@ class LocalState:
     accountant: Accountant
     last_release: Release | None = None
     last_priors_seq: int = 0  # learning rounds: a round seq named here is never drawn again
+    window: int | None = None  # the privacy window the accountant belongs to (None: no windows)
 
 
 def state_path(settings: Settings) -> Path:
@@ -89,7 +90,10 @@ def load_state(path: Path) -> LocalState | None:
         raise _error(path, "last_priors_seq", f"must be an integer >= 0, got {priors_seq!r}")
     if seq == 0 and priors_seq == 0 and accountant.releases > 0:
         raise _error(path, "last_seq", "is 0 but the accountant holds charges")
-    return LocalState(seq, accountant, release, priors_seq)
+    window = data.get("window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)):
+        raise _error(path, "window", f"must be an integer or null, got {window!r}")
+    return LocalState(seq, accountant, release, priors_seq, window)
 
 
 def save_state(path: Path, state: LocalState) -> None:
@@ -98,6 +102,7 @@ def save_state(path: Path, state: LocalState) -> None:
         "format": FORMAT,
         "last_seq": state.last_seq,
         "last_priors_seq": state.last_priors_seq,
+        "window": state.window,
         "accountant": state.accountant.to_dict(),
         "last_release": (
             state.last_release.model_dump(mode="json") if state.last_release else None
@@ -121,6 +126,8 @@ def merged(mine: LocalState | None, on_disk: LocalState | None) -> LocalState | 
     """The file may have been written by another worker sharing data_dir: keep the max."""
     if mine is None or on_disk is None:
         return mine or on_disk
-    best = on_disk if on_disk.accountant.spent > mine.accountant.spent else mine
+    newer_window = (on_disk.window or 0) > (mine.window or 0)
+    more = on_disk.window == mine.window and on_disk.accountant.spent > mine.accountant.spent
+    best = on_disk if newer_window or more else mine
     return LocalState(max(mine.last_seq, on_disk.last_seq), best.accountant, best.last_release,
-                      max(mine.last_priors_seq, on_disk.last_priors_seq))
+                      max(mine.last_priors_seq, on_disk.last_priors_seq), best.window)

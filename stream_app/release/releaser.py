@@ -113,7 +113,8 @@ class Releaser:
         generation = self.pause.generation
         releases = await self._releases.read_all()
         priors = await self._priors.read_all()
-        got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii)
+        got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii,
+                                  time.time())
         if (got.laws, got.radii, got.priors_seq) != (self.laws, self.radii, self.priors_seq):
             self.laws, self.radii, self.priors_seq = got.laws, got.radii, got.priors_seq
             self.plan = self._recalibrate()
@@ -181,6 +182,7 @@ class Releaser:
                 return None
 
     async def _synced(self, action: Callable[[], object]) -> object:
+        self.ledger.roll(time.time())
         if not self.synced:
             await self._sync()
             if not self.synced or not self._is_owner():
@@ -219,6 +221,7 @@ class Releaser:
             pairs=[p.value for p in s.pairs], rule=s.rule.value,
             binding_pair=plan.binding_pair.value if plan.binding_pair else None,
             binding_group=plan.binding_group, priors_seq=self.priors_seq, charge=charge,
+            window=self.ledger.window,
         )
         if not self.ledger.intent(record):
             return None
@@ -244,7 +247,7 @@ class Releaser:
             PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
                          probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
                          epsilon_spent=self.ledger.accountant.spent, radius=got.radius,
-                         status=got.status)
+                         status=got.status, window=self.ledger.window)
             for group, got in sorted(learned.items())
         ]
         if not self.ledger.intent():

@@ -77,14 +77,18 @@ def restore(
     last_seq: int,
     initial: Mapping[str, Distribution],
     initial_radii: Mapping[str, float] | None = None,
+    window: int | None = None,
 ) -> Restored:
-    spent_journal = max(
-        [r.epsilon_spent for r in releases] + [p.epsilon_spent for p in priors], default=0.0
-    )
+    """With privacy windows, the budget restored is that of ``window`` only: the charges that
+    the journals and the local file record for it (``known`` must belong to it too)."""
+    every: list[Release | PriorsRecord] = [*releases, *priors]
+    charged = [r for r in every if window is None or r.window == window]
+    spent_journal = max((r.epsilon_spent for r in charged), default=0.0)
     seq = max([r.seq for r in releases] + [local.last_seq if local else 0, last_seq])
     priors_seq = max([p.seq for p in priors] + [local.last_priors_seq if local else 0])
     best = known
-    if local is not None and local.accountant.spent > best.spent:
+    same_window = local is not None and (window is None or local.window == window)
+    if local is not None and same_window and local.accountant.spent > best.spent:
         best = local.accountant
     exhausted = None
     if spent_journal > best.spent:

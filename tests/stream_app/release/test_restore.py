@@ -289,3 +289,30 @@ def test_laws_in_force_skips_a_record_that_is_not_a_law() -> None:
     laws, round_ = laws_in_force(records, INITIAL)
     assert laws["a"] == Distribution.from_points([0, 1, 2], [0.5, 0.25, 0.25])
     assert round_ == 1
+
+
+# ---- privacy windows (issue 13) --------------------------------------------------------------
+def _in_window(record: Release | PriorsRecord, window: int) -> Release | PriorsRecord:
+    return record.model_copy(update={"window": window})
+
+
+def test_a_window_restores_only_its_own_charges() -> None:
+    releases = [_in_window(_release(1, 3.0), 7), _in_window(_release(2, 4.0), 7),
+                _in_window(_release(3, 0.5), 8)]
+    priors = [_in_window(_priors(1, "a", [0.2, 0.3, 0.5], spent=4.5), 7),
+              _in_window(_priors(2, "a", [0.2, 0.3, 0.5], spent=1.0), 8)]
+    now = restore(10.0, releases, priors, None, Accountant(10.0), 0, INITIAL, None, 8)
+    assert now.accountant.spent == 1.0  # window 8: the priors round after release 3
+    assert now.last_seq == 3 and now.last_priors_seq == 2  # seqs are global
+    earlier = restore(10.0, releases, priors, None, Accountant(10.0), 0, INITIAL, None, 7)
+    assert earlier.accountant.spent == 4.5
+    fresh = restore(10.0, releases, priors, None, Accountant(10.0), 0, INITIAL, None, 9)
+    assert fresh.accountant.spent == 0.0 and fresh.exhausted is None
+
+
+def test_a_window_ignores_the_local_file_of_another_window() -> None:
+    local = LocalState(4, _accountant(10.0, [2.0, 2.0]), None, 0, window=7)
+    other = restore(10.0, [], [], local, Accountant(10.0), 0, INITIAL, None, 8)
+    assert other.accountant.spent == 0.0 and other.last_seq == 4
+    same = restore(10.0, [], [], local, Accountant(10.0), 0, INITIAL, None, 7)
+    assert same.accountant.spent == 4.0
