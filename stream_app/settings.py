@@ -69,7 +69,9 @@ class Settings(BaseSettings):
     budget_window_seconds: float | None = Field(default=None, gt=0)
     release_period_seconds: float = Field(default=10.0, gt=0, le=86400)
     pairs: tuple[PairKind, ...] = (PairKind.DISTRIBUTION_PRESENCE,)
-    rule: Rule = Rule.EXACT
+    # kantorovich: the least noise whose per-release charge is exactly epsilon (docs/privacy.md,
+    # "Which rule by default"); exact gives less noise per release but charges spread / theta.
+    rule: Rule = Rule.KANTOROVICH
     prior_source: Literal["learned", "declared"] = "learned"
     priors_file: Path | None = None
     # Configured groups (besides those of priors_file); a join without a group goes to

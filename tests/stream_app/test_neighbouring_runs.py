@@ -76,7 +76,7 @@ def _topics(tag: str) -> dict[str, str]:
 def _settings(tag: str, priors: Path, **extra: Any) -> dict[str, Any]:
     return {
         "app_id": f"nb-{tag}", **_topics(tag), "input_partitions": "2", "domain": DOMAIN,
-        "pairs": PAIRS, "epsilon": "0.5", "priors_file": str(priors),
+        "pairs": PAIRS, "rule": "exact", "epsilon": "0.5", "priors_file": str(priors),
         "release_period_seconds": "0.5", "budget_total": "1000", **extra,
     }
 

@@ -40,7 +40,7 @@ JSON_KEYS = {
     "theta", "epsilon", "rule", "pairs", "binding_group", "binding_pair", "spread",
     "charge_per_release", "noise_sd", "budget_total", "release_period_seconds",
     "releases_until_exhausted", "seconds_until_exhausted", "schedule_capped", "prior_source",
-    "learning", "default_group", "groups", "theta_plain", "groups_plain", "radii",
+    "learning", "default_group", "groups", "theta_plain", "groups_plain", "radii", "window",
 }
 
 
@@ -159,13 +159,13 @@ def test_bound_value_presence_charge_is_epsilon(tmp_path: Path) -> None:
 
 def test_learned_defaults_one_uniform_group() -> None:
     got = plan_summary(_settings())
-    # defaults: domain {0, 1}, epsilon 1, distribution_presence, exact. The starting law is
-    # uniform with radius 2 (it estimates nothing): the ball holds delta_1, so theta is the
+    # defaults: domain {0, 1}, epsilon 1, distribution_presence, kantorovich. The starting law
+    # is uniform with radius 2 (it estimates nothing): the ball holds delta_1, so theta is the
     # worst case over the domain, max |t| / eps = 1 (Thm 3). The plain theta (radius 0) of
-    # Bernoulli(1/2) vs delta_0: forward loss log(1/2 + e^{1/theta}/2) = 1 -> 1/log(2e - 1).
+    # Bernoulli(1/2) vs delta_0 under Prop. 1: the monotone plan's spread 1 / eps = 1.
     theta = 1.0
     assert got["theta"] == pytest.approx(theta, rel=1e-9)
-    assert got["theta_plain"] == pytest.approx(1 / math.log(2 * math.e - 1), rel=1e-6)
+    assert got["theta_plain"] == pytest.approx(1.0, rel=1e-9)  # kantorovich: spread 1 / eps
     assert got["radii"] == {"default": 2.0}
     assert got["default_group"] == "default"
     assert list(got["groups"]) == ["default"]
@@ -356,7 +356,7 @@ def test_cli_learned_defaults(cli: dict[str, Outcome]) -> None:
     got = json.loads(out.stdout)
     assert got["default_group"] == "default" and list(got["groups"]) == ["default"]
     assert got["theta"] == pytest.approx(1.0, rel=1e-9)
-    assert got["theta_plain"] == pytest.approx(1 / math.log(2 * math.e - 1), rel=1e-6)
+    assert got["theta_plain"] == pytest.approx(1.0, rel=1e-9)  # kantorovich: spread 1 / eps
     assert got["learning"]["rounds_until_exhausted"] == 16
     assert got["releases_until_exhausted"] == 98
     text = cli["defaults-text"].stdout

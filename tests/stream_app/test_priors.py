@@ -227,7 +227,7 @@ def test_plan_for_theorem_3_bound_uses_the_given_laws() -> None:
 
 
 def test_plan_for_exact_passes_audit_and_is_smallest() -> None:
-    s = _settings(domain=[0, 1, 2, 3], epsilon=0.7)
+    s = _settings(domain=[0, 1, 2, 3], epsilon=0.7, rule="exact")
     law = Distribution.from_points([0, 1, 3], [0.5, 0.3, 0.2])
     plan = plan_for(s, {"g": law}, {})
     zero = Distribution.point(0.0)
@@ -318,7 +318,7 @@ def test_a_declared_radius_of_two_is_the_worst_case_over_the_domain(tmp_path: Pa
     path.write_text(json.dumps({"a": {"support": [0, 1], "probs": [0.9, 0.1], "radius": 2},
                                 "b": {"support": [0, 1], "probs": [0.9, 0.1]}}))
     s = _settings(domain=[0, 1, 4], prior_source="declared", priors_file=str(path),
-                  pairs=["distribution_presence"], epsilon=0.5)
+                  pairs=["distribution_presence"], epsilon=0.5, rule="exact")
     _, plan = checked_start(s)
     # the ball of radius 2 holds delta_4: theta = max |t| / eps over the domain = 4 / 0.5
     assert plan.theta == pytest.approx(8.0, rel=1e-9) and plan.binding_group == "a"

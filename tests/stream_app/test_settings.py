@@ -20,10 +20,11 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def test_defaults_bind_loopback_and_exact_rule() -> None:
+def test_defaults_bind_loopback_and_the_charge_epsilon_rule() -> None:
     s = Settings()
     assert s.metrics_host == "127.0.0.1" and s.web_host == "127.0.0.1" and s.web_port is None
-    assert s.rule == "exact" and s.prior_source == "learned" and s.bootstrap == "127.0.0.1:9092"
+    assert s.rule == "kantorovich" and s.prior_source == "learned"
+    assert s.bootstrap == "127.0.0.1:9092"
 
 
 def test_env_and_json_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
             assert set(r) == RELEASE_FIELDS
             assert r["theta"] == pytest.approx(theta, rel=1e-12)
             assert abs(r["noisy_sum"] - x) <= bound, (r, x, bound)
-            assert r["pairs"] == list(PAIRS) and r["rule"] == "exact" and r["epsilon"] == EPS
+            assert r["pairs"] == list(PAIRS) and r["rule"] == "kantorovich" and r["epsilon"] == EPS
             assert r["priors_seq"] == 0 and r["charge"] >= EPS
             # noise is on the 2**-10 grid
             assert (r["noisy_sum"] * 1024).is_integer()

@@ -117,7 +117,7 @@ def test_zero_theta_never_releases(broker: EmbeddedBroker, tmp_path: Path) -> No
 
 async def _learning(broker: EmbeddedBroker, data_dir: Path) -> None:
     await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
-    s = settings(broker, data_dir=data_dir, groups=["a", "b"], default_group="a",
+    s = settings(broker, data_dir=data_dir, groups=["a", "b"], default_group="a", rule="exact",
                  pairs=["distribution_presence", "distribution_change"], epsilon_learn=0.5,
                  budget_total=10.0, learn_min_mass=1.0, prior_floor=0.1,
                  release_period_seconds=1.0, learn_period_seconds=2.0)
