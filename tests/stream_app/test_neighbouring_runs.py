@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +24,8 @@ from core.policy import PairKind, Rule
 from stream_app.local.broker import EmbeddedBroker, create_topics
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import (
-    REPO,
     Worker,
+    plan_json,
     send,
     start_worker,
     wait_handled,
@@ -89,17 +86,6 @@ def _releases(bootstrap: str, tag: str, count: int) -> list[dict]:
     return got()[:count]
 
 
-def _plan(settings: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    config = tmp_path / "plan.json"
-    config.write_text(json.dumps(settings))  # the same values the worker got from its env
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([sys.executable, "-m", "stream_app", "plan", "--config", str(config),
-                           "--json"], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
-
-
 def test_declared_neighbours_publish_the_same_fields(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -131,7 +117,7 @@ def test_declared_neighbours_publish_the_same_fields(
     first = base[0]
     assert first["binding_group"] == "g3" and first["binding_pair"] == "distribution_presence"
     assert first["theta"] == pytest.approx(9.6177, rel=1e-4)  # issue 10's measurement
-    plan = _plan(_settings("base", priors), tmp_path)
+    plan = plan_json(_settings("base", priors), tmp_path)  # what the worker got from its env
     assert plan["theta"] == first["theta"] and plan["charge_per_release"] == first["charge"]
     assert plan["binding_group"] == "g3"
 

@@ -26,15 +26,7 @@ from aiokafka.partitioner import murmur2
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import totals
 from tests.kafka_helpers import json_values, read_to_end
-from tests.stream_app.worker_proc import (
-    Worker,
-    barrier,
-    handled,
-    input_env,
-    scrape,
-    send,
-    start_worker,
-)
+from tests.stream_app import worker_proc as wp
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -121,28 +113,28 @@ def exact_sum(bootstrap: str) -> int:
     return sum(newest.values())
 
 
-def rejected(workers: list[Worker], reason: str) -> float:
-    return sum(scrape(w.metrics_port).get(
+def rejected(workers: list[wp.Worker], reason: str) -> float:
+    return sum(wp.scrape(w.metrics_port).get(
         ("pufferfish_events_rejected_total", (("reason", reason),)), 0.0) for w in workers)
 
 
 def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
-    env = input_env(
+    env = wp.input_env(
         broker, tmp_path, PARTS, app_id="contract", domain=list(DOMAIN),
         pairs=["value_presence"], budget_total="10000", release_period_seconds="0.5",
     )
-    workers = [start_worker(env, tmp_path, "w1"), start_worker(env, tmp_path, "w2")]
+    workers = [wp.start_worker(env, tmp_path, "w1"), wp.start_worker(env, tmp_path, "w2")]
     barriers = 0
 
     def sync(tag: str) -> None:
         nonlocal barriers
-        barrier(bootstrap, PARTS, tag)
+        wp.barrier(bootstrap, PARTS, tag)
         barriers += 1
 
     try:
         deadline = time.monotonic() + 120
-        while not all(handled([w]) > 0 for w in workers):  # both own input partitions
+        while not all(wp.handled([w]) > 0 for w in workers):  # both own input partitions
             assert time.monotonic() < deadline, "the two workers never shared the partitions"
             assert all(w.alive() for w in workers), [w.log() for w in workers]
             sync(f"warm{barriers}")
@@ -161,7 +153,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
 
         # 1. the mix: joins with aiokafka (murmur2), reports with confluent's default
         mix = [f"mix-{i}" for i in range(20)]
-        send(bootstrap, "membership", [(u, s.doc(u, "join", 0)) for u in mix])
+        wp.send(bootstrap, "membership", [(u, s.doc(u, "join", 0)) for u in mix])
         for u in mix:
             s.outcome("mix", "join", u, java_partition(u), 0.0)
         sync("mix-joined")
@@ -213,7 +205,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
         wait_for(lambda: rejected(workers, "wrong_partition") == want, 30,
                  f"{want} wrong_partition in the metrics")
         assert rejected(workers, "not_present") == barriers
-        consumed = sum(totals(scrape(w.metrics_port)).get(
+        consumed = sum(totals(wp.scrape(w.metrics_port)).get(
             "pufferfish_events_consumed_total", 0.0) for w in workers)
         assert consumed == 20 + 12 + 20 + 40 + 24 + 40 - s.misrouted
 

@@ -8,12 +8,8 @@ budget, so it never gets a 6th; `pufferfish plan` on the same settings says 5 pe
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,7 +18,7 @@ import pytest
 
 from stream_app.local.broker import EmbeddedBroker
 from tests.kafka_helpers import consume_all, json_values
-from tests.stream_app.worker_proc import REPO, input_env, start_worker, wait_until
+from tests.stream_app.worker_proc import input_env, plan_json, start_worker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -41,14 +37,7 @@ def _releases(bootstrap: str) -> list[dict]:
 
 
 def _plan(tmp_path: Path) -> dict:
-    config = tmp_path / "plan.json"
-    config.write_text(json.dumps({k: v for k, v in SETTINGS.items() if k != "app_id"}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([sys.executable, "-m", "stream_app", "plan", "--config", str(config),
-                           "--json"], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
+    return plan_json({k: v for k, v in SETTINGS.items() if k != "app_id"}, tmp_path)
 
 
 def _window_start_after(t: float) -> float:

@@ -15,15 +15,7 @@ from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import REJECT_REASONS
 from stream_app.partitioning import partition_for
 from tests.kafka_helpers import consume_all, json_values
-from tests.stream_app.worker_proc import (
-    input_env,
-    noise_bound,
-    releases_after,
-    scrape,
-    send,
-    start_worker,
-    wait_handled,
-)
+from tests.stream_app import worker_proc as wp
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -50,15 +42,15 @@ async def produce_to(bootstrap: str, topic: str, key: bytes, value: dict, partit
 def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> None:
     priors = tmp_path / "priors.json"  # declares the known groups
     priors.write_text('{"g1": {"support": [0, 1], "probs": [0.5, 0.5]}}')
-    env = input_env(
+    env = wp.input_env(
         broker, tmp_path, 2, app_id="bad", domain=[0, 1, 2, 5],
         pairs=["value_presence"], release_period_seconds="0.5", max_payload_bytes="1024",
         priors_file=str(priors),
     )
-    worker = start_worker(env, tmp_path, "w")
+    worker = wp.start_worker(env, tmp_path, "w")
     try:
-        n = send(broker.bootstrap, "membership", [(u, join(u)) for u in ("a", "b", "c")])
-        wait_handled([worker], n, timeout=60)
+        n = wp.send(broker.bootstrap, "membership", [(u, join(u)) for u in ("a", "b", "c")])
+        wp.wait_handled([worker], n, timeout=60)
 
         membership_bad = [
             ("a", b"{oops", "malformed_json"),
@@ -83,12 +75,12 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
             ("b", rep("b", 5, "r2"), None),
             (None, rep("c", 1, "nokey"), "key_mismatch"),
         ]
-        n += send(broker.bootstrap, "membership", [(k, v) for k, v, _ in membership_bad])
-        n += send(broker.bootstrap, "reports", [(k, v) for k, v, _ in reports_bad])
+        n += wp.send(broker.bootstrap, "membership", [(k, v) for k, v, _ in membership_bad])
+        n += wp.send(broker.bootstrap, "reports", [(k, v) for k, v, _ in reports_bad])
         # a valid report of a present user on a partition other than murmur2("a") mod 2
         stray = (partition_for(b"a", 2) + 1) % 2
         n += asyncio.run(produce_to(broker.bootstrap, "reports", b"a", rep("a", 1, "wp"), stray))
-        wait_handled([worker], n)
+        wp.wait_handled([worker], n)
 
         expected = Counter(r for _, _, r in membership_bad + reports_bad if r is not None)
         expected["wrong_partition"] += 1
@@ -105,7 +97,7 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         big = next(d for d in letters if d["reason"] == "payload_too_large")
         assert len(big["raw"]) == 256 and big["raw"].startswith('{"user_id": "b"')
 
-        m = scrape(worker.metrics_port)
+        m = wp.scrape(worker.metrics_port)
         assert set(expected) == set(REJECT_REASONS)  # every reason exercised
         for reason in REJECT_REASONS:
             got = m[("pufferfish_events_rejected_total", (("reason", reason),))]
@@ -116,12 +108,12 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         # the good records around the bad ones made it into the releases: X = 2 + 5
         drained = time.time()
 
-        records = releases_after(broker.bootstrap, drained + 1.0, 2, timeout=60)
+        records = wp.releases_after(broker.bootstrap, drained + 1.0, 2, timeout=60)
         got = [r for r in records if r["ts"] > drained + 1.0]
         for r in got:
             # value_presence over supp(P_g1) = {0, 1}: max |a| / eps = 1, whatever was reported
             assert r["theta"] == pytest.approx(1.0)
-            assert abs(r["noisy_sum"] - 7.0) <= noise_bound(1.0, len(got))
+            assert abs(r["noisy_sum"] - 7.0) <= wp.noise_bound(1.0, len(got))
         assert worker.alive()
     finally:
         rc = worker.stop()

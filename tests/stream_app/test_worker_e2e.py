@@ -10,16 +10,7 @@ import pytest
 
 from core.auditor import audit
 from stream_app.local.broker import EmbeddedBroker
-from tests.stream_app.worker_proc import (
-    Reference,
-    input_env,
-    noise_bound,
-    releases_after,
-    scrape,
-    send,
-    start_worker,
-    wait_handled,
-)
+from tests.stream_app import worker_proc as wp
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
@@ -35,35 +26,35 @@ RELEASE_FIELDS = {
 
 
 def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    env = input_env(
+    env = wp.input_env(
         broker, tmp_path, 2, app_id="e2e", domain=list(DOMAIN),
         pairs=list(PAIRS), epsilon=str(EPS), budget_total=str(BUDGET),
         release_period_seconds="0.5", groups=list(GROUPS), learn_period_seconds="86400",
     )
-    worker = start_worker(env, tmp_path, "w1")
+    worker = wp.start_worker(env, tmp_path, "w1")
     try:
-        ref = Reference(DOMAIN, PAIRS, EPS, groups=GROUPS)
+        ref = wp.Reference(DOMAIN, PAIRS, EPS, groups=GROUPS)
         rng = random.Random(11)
         users = [f"user-{i}" for i in range(12)]
-        n = send(broker.bootstrap, "membership",
+        n = wp.send(broker.bootstrap, "membership",
                  [(u, ref.join(u, group=f"g{i % 3}")) for i, u in enumerate(users)])
-        wait_handled([worker], n, timeout=60)
+        wp.wait_handled([worker], n, timeout=60)
 
         reports = []
         for k in range(120):
             u = rng.choice(users)
             reports.append((u, ref.report(u, rng.choice(DOMAIN), f"r{k}")))
         dups = [reports[3], reports[50], reports[50], reports[119]]  # same report_id re-sent
-        n += send(broker.bootstrap, "reports", reports + dups)
-        wait_handled([worker], n)
-        n += send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:3]])
-        wait_handled([worker], n)
+        n += wp.send(broker.bootstrap, "reports", reports + dups)
+        wp.wait_handled([worker], n)
+        n += wp.send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:3]])
+        wp.wait_handled([worker], n)
         # a late report for a present user changes X once the leaves are in
-        n += send(broker.bootstrap, "reports", [(users[5], ref.report(users[5], 4.0, "late"))])
-        wait_handled([worker], n)
+        n += wp.send(broker.bootstrap, "reports", [(users[5], ref.report(users[5], 4.0, "late"))])
+        wp.wait_handled([worker], n)
         drained = time.time()
 
-        metrics = scrape(worker.metrics_port)
+        metrics = wp.scrape(worker.metrics_port)
         assert metrics[("pufferfish_events_rejected_total", (("reason", "duplicate_report"),))] == 4
         assert metrics[("pufferfish_events_consumed_total", (("kind", "report"),))] == 121
         assert metrics[("pufferfish_events_consumed_total", (("kind", "membership"),))] == 12 + 3
@@ -71,11 +62,11 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
         assert not any("present" in name for name, _ in metrics)
 
         # partials flush every <= 0.25 s; take releases that started >= 1 s after the drain
-        records = releases_after(broker.bootstrap, drained + 1.0, 4, timeout=60)
+        records = wp.releases_after(broker.bootstrap, drained + 1.0, 4, timeout=60)
         fresh = [r for r in records if r["ts"] > drained + 1.0]
         x, theta = ref.x(), ref.theta()
         assert theta > 0
-        bound = noise_bound(theta, len(fresh))
+        bound = wp.noise_bound(theta, len(fresh))
         for r in fresh:
             assert set(r) == RELEASE_FIELDS
             assert r["theta"] == pytest.approx(theta, rel=1e-12)
@@ -96,7 +87,7 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
         assert all(b > a for a, b in zip(spent, spent[1:], strict=False))
         for r in records:
             assert r["epsilon_spent"] + r["epsilon_remaining"] == pytest.approx(BUDGET)
-        final = scrape(worker.metrics_port)
+        final = wp.scrape(worker.metrics_port)
         assert final[("pufferfish_releases_total", ())] >= len(records)
         assert final[("pufferfish_theta", ())] == pytest.approx(theta)
         assert worker.alive()

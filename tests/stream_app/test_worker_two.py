@@ -9,16 +9,8 @@ from pathlib import Path
 import pytest
 
 from stream_app.local.broker import EmbeddedBroker
+from tests.stream_app import worker_proc as wp
 from tests.stream_app.test_worker_restart import all_releases, check_consistent, check_journal
-from tests.stream_app.worker_proc import (
-    Reference,
-    barrier,
-    handled,
-    input_env,
-    scrape,
-    send,
-    start_worker,
-)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -28,38 +20,39 @@ PARTS = 2
 
 
 def test_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
-    env = input_env(
+    env = wp.input_env(
         broker, tmp_path, PARTS, app_id="pair", domain=list(DOMAIN),
         pairs=list(PAIRS), budget_total="10000", release_period_seconds="0.5",
     )
-    workers = [start_worker(env, tmp_path, "w1"), start_worker(env, tmp_path, "w2")]
+    workers = [wp.start_worker(env, tmp_path, "w1"), wp.start_worker(env, tmp_path, "w2")]
     try:
         # wait until both workers own input partitions (each has handled a barrier record)
         deadline = time.monotonic() + 90
         k = 0
-        while not all(handled([w]) > 0 for w in workers):
+        while not all(wp.handled([w]) > 0 for w in workers):
             assert time.monotonic() < deadline, "the two workers never shared the partitions"
             assert all(w.alive() for w in workers), [w.log() for w in workers]
-            barrier(broker.bootstrap, PARTS, f"warm{k}")
+            wp.barrier(broker.bootstrap, PARTS, f"warm{k}")
             k += 1
 
-        ref = Reference(DOMAIN, PAIRS, 1.0)
+        ref = wp.Reference(DOMAIN, PAIRS, 1.0)
         rng = random.Random(2)
         users = [f"p{i}" for i in range(16)]
-        send(broker.bootstrap, "membership", [(u, ref.join(u)) for u in users])
-        barrier(broker.bootstrap, PARTS, "joined")
+        wp.send(broker.bootstrap, "membership", [(u, ref.join(u)) for u in users])
+        wp.barrier(broker.bootstrap, PARTS, "joined")
         batch = []
         for j in range(80):
             u = rng.choice(users)
             batch.append((u, ref.report(u, rng.choice(DOMAIN), f"r{j}")))
-        send(broker.bootstrap, "reports", batch + batch[:6])
-        barrier(broker.bootstrap, PARTS, "reported")
-        send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:4]])
-        barrier(broker.bootstrap, PARTS, "left")
+        wp.send(broker.bootstrap, "reports", batch + batch[:6])
+        wp.barrier(broker.bootstrap, PARTS, "reported")
+        wp.send(broker.bootstrap, "membership", [(u, ref.leave(u)) for u in users[:4]])
+        wp.barrier(broker.bootstrap, PARTS, "left")
         check_consistent(broker.bootstrap, ref, time.time() + 1.0)
 
         def published() -> float:
-            return sum(scrape(w.metrics_port)[("pufferfish_releases_total", ())] for w in workers)
+            key = ("pufferfish_releases_total", ())
+            return sum(wp.scrape(w.metrics_port)[key] for w in workers)
 
         # releases keep coming while we read: bracket the journal read with two counter reads
         before = published()

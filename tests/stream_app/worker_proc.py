@@ -32,6 +32,18 @@ from tests.waiting import wait_for as wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
+
+def plan_json(settings: Mapping[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """`pufferfish plan --json` on these settings (a config file, no PUFFERFISH_ env)."""
+    config = tmp_path / "plan.json"
+    config.write_text(json.dumps(dict(settings)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-m", "stream_app", "plan", "--config", str(config),
+                           "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout))
+
 TANSU_KNOBS = {
     "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
     "PUFFERFISH_PRODUCER_LINGER_SECONDS": "0",
