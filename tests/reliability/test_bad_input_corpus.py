@@ -17,42 +17,25 @@ import pytest
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import sample
 from stream_app.models import RAW_TRUNCATE_BYTES
-from tests.reliability.harness import (
-    EXACT_SUM_SETTINGS,
-    Topics,
-    Worker,
-    join,
-    laplace_bound,
-    load_bad_records,
-    membership,
-    new_topics,
-    produce_raw,
-    read_all_json,
-    read_json,
-    report,
-    wait_consumed,
-    wait_for_records,
-    wait_ready,
-    wait_until,
-    worker_env,
-)
+from tests.reliability import harness as h
 
 pytestmark = [pytest.mark.integration]
 
-SETTINGS = {**EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096"}
+SETTINGS = {**h.EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096"}
 PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]
 
 
-def _setup_population(broker: EmbeddedBroker, topics: Topics, worker: Worker) -> None:
+def _setup_population(broker: EmbeddedBroker, topics: h.Topics, worker: h.Worker) -> None:
     """cp-1..cp-5 join, report once; cp-1 also sends report id dup-1; cp-5 leaves."""
-    join(broker.bootstrap, topics, worker, PRESENT, ts=10.0)
-    setup = [(topics.reports, u.encode(), report(u, i + 0, f"setup-{u}", ts=20.0 + i))
+    h.join(broker.bootstrap, topics, worker, PRESENT, ts=10.0)
+    setup = [(topics.reports, u.encode(), h.report(u, i + 0, f"setup-{u}", ts=20.0 + i))
              for i, u in enumerate(PRESENT)]
-    setup.append((topics.reports, b"cp-1", report("cp-1", 2, "dup-1", ts=30.0)))
-    produce_raw(broker.bootstrap, setup)
-    wait_consumed(worker, "report", len(setup))
-    produce_raw(broker.bootstrap, [(topics.membership, b"cp-5", membership("cp-5", "leave", 40.0))])
-    wait_consumed(worker, "membership", len(PRESENT) + 1)
+    setup.append((topics.reports, b"cp-1", h.report("cp-1", 2, "dup-1", ts=30.0)))
+    h.produce_raw(broker.bootstrap, setup)
+    h.wait_consumed(worker, "report", len(setup))
+    leave = h.membership("cp-5", "leave", 40.0)
+    h.produce_raw(broker.bootstrap, [(topics.membership, b"cp-5", leave)])
+    h.wait_consumed(worker, "membership", len(PRESENT) + 1)
 
 
 def _dl_text(raw: bytes) -> str:
@@ -63,13 +46,13 @@ def _dl_text(raw: bytes) -> str:
 def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroker,
                                                     tmp_path: Path) -> None:
     broker = broker_module
-    topics = new_topics(broker.bootstrap, 2)
-    bad = load_bad_records()
+    topics = h.new_topics(broker.bootstrap, 2)
+    bad = h.load_bad_records()
     assert len(bad) >= 45
-    worker = Worker(worker_env(broker.url, topics, tmp_path / "data", SETTINGS), tmp_path,
-                    "corpus").start()
+    worker = h.Worker(h.worker_env(broker.url, topics, tmp_path / "data", SETTINGS), tmp_path,
+                      "corpus").start()
     try:
-        wait_ready(worker)
+        h.wait_ready(worker)
         _setup_population(broker, topics, worker)
         latest = {"cp-1": 2, "cp-2": 1, "cp-3": 2, "cp-4": 3}  # values after setup
         stream: list[tuple[str, bytes | None, bytes]] = []
@@ -79,20 +62,20 @@ def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroke
             user = f"cp-{i % 4 + 1}"
             value = (i * 7) % 6
             stream.append((topics.reports, user.encode(),
-                           report(user, value, f"good-{i}", ts=100.0 + i)))
+                           h.report(user, value, f"good-{i}", ts=100.0 + i)))
             latest[user] = value
-        produce_raw(broker.bootstrap, stream)
+        h.produce_raw(broker.bootstrap, stream)
         expected_sum = sum(latest.values())
 
         def all_dead_lettered(recs: list[dict[str, Any]]) -> bool:
             return len(recs) >= len(bad)
 
-        deadletters = wait_for_records(broker.bootstrap, topics.deadletter, all_dead_lettered,
-                                       60, f"{len(bad)} dead letters", worker)
-        releases = wait_for_records(
+        deadletters = h.wait_for_records(broker.bootstrap, topics.deadletter, all_dead_lettered,
+                                         60, f"{len(bad)} dead letters", worker)
+        releases = h.wait_for_records(
             broker.bootstrap, topics.releases,
             lambda r: bool(r) and abs(r[-1]["noisy_sum"] - expected_sum)
-            <= laplace_bound(r[-1]["theta"]),
+            <= h.laplace_bound(r[-1]["theta"]),
             60, f"running sum {expected_sum}", worker)
         samples = worker.samples()
         reason_metric = {
@@ -147,24 +130,24 @@ def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: Embedd
     """max_payload_bytes may be up to 1 MiB; a 5000-digit integer then reaches json.loads,
     which raises a plain ValueError (Python's int digit limit) instead of JSONDecodeError."""
     broker = broker_module
-    topics = new_topics(broker.bootstrap, 1)
+    topics = h.new_topics(broker.bootstrap, 1)
     settings = {**SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "65536"}
-    worker = Worker(worker_env(broker.url, topics, tmp_path / "data", settings), tmp_path,
-                    "digits").start()
+    worker = h.Worker(h.worker_env(broker.url, topics, tmp_path / "data", settings), tmp_path,
+                      "digits").start()
     poison = (b'{"user_id": "u1", "value": ' + b"7" * 5000
               + b', "report_id": "poison", "ts": 50.0}')
     try:
-        wait_ready(worker)
-        join(broker.bootstrap, topics, worker, ["u1"])
-        produce_raw(broker.bootstrap, [
+        h.wait_ready(worker)
+        h.join(broker.bootstrap, topics, worker, ["u1"])
+        h.produce_raw(broker.bootstrap, [
             (topics.reports, b"u1", poison),
-            (topics.reports, b"u1", report("u1", 3, "after-poison", ts=60.0)),
+            (topics.reports, b"u1", h.report("u1", 3, "after-poison", ts=60.0)),
         ])
         why = ""
         try:
-            wait_until(lambda: any(
-                abs(r["noisy_sum"] - 3) <= laplace_bound(r["theta"])
-                for r in read_json(broker.bootstrap, topics.releases, timeout=1.0)), 60,
+            h.wait_until(lambda: any(
+                abs(r["noisy_sum"] - 3) <= h.laplace_bound(r["theta"])
+                for r in h.read_json(broker.bootstrap, topics.releases, timeout=1.0)), 60,
                 "a release of the sum 3 (the good record after the poison one)", 0.5, worker)
             good_applied = True
         except AssertionError as exc:  # summarised below, then asserted
@@ -172,7 +155,7 @@ def test_integer_with_thousands_of_digits_is_dead_lettered(broker_module: Embedd
         alive = worker.alive()
     finally:
         worker.stop()
-    deadletters = read_all_json(broker.bootstrap, topics.deadletter)
+    deadletters = h.read_all_json(broker.bootstrap, topics.deadletter)
     crashed = "Traceback" in worker.output()
     print(f"\nRELIABILITY 5000-digit value: dead_letters={[d['reason'] for d in deadletters]}, "
           f"agent_crash_logged={crashed}, good_record_after_applied={good_applied}, alive={alive}")

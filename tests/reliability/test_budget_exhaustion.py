@@ -8,6 +8,7 @@ SIGTERM restart with more input arriving.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from stream_app.local.broker import EmbeddedBroker
 from tests.kafka_helpers import delete_topic
 from tests.reliability.harness import (
+    Topics,
     Worker,
     fresh_ports,
     join,
@@ -43,12 +45,26 @@ def _exhausted(worker: Worker) -> bool:
     return worker.metric("pufferfish_budget_exhausted") == 1.0
 
 
+def _topics_env(broker: EmbeddedBroker, tmp_path: Path, partitions: int
+                ) -> tuple[Topics, dict[str, str]]:
+    topics = new_topics(broker.bootstrap, partitions)
+    return topics, worker_env(broker.url, topics, tmp_path / "data", SETTINGS)
+
+
+def _spend_all(bootstrap: str, topics: Topics, w: Worker, users: list[str],
+               feed: Callable[[], object]) -> None:
+    """Ready, join the users, send their reports, wait until the budget is spent."""
+    wait_ready(w)
+    join(bootstrap, topics, w, users)
+    feed()
+    wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
+
+
 @pytest.mark.timeout(150)
 def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: EmbeddedBroker,
                                                               tmp_path: Path) -> None:
     broker = broker_module
-    topics = new_topics(broker.bootstrap, 2)
-    env = worker_env(broker.url, topics, tmp_path / "data", SETTINGS)
+    topics, env = _topics_env(broker, tmp_path, 2)
     users = [f"b{i}" for i in range(6)]
     sent = 0
 
@@ -62,10 +78,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
 
     w = Worker(env, tmp_path, "budget-1").start()
     try:
-        wait_ready(w)
-        join(broker.bootstrap, topics, w, users)
-        feed("a")
-        wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
+        _spend_all(broker.bootstrap, topics, w, users, lambda: feed("a"))
         feed("b")
         wait_consumed(w, "report", 2 * len(users))
         # The scenario: an observation window of 3 release periods in which any release is a
@@ -115,14 +128,11 @@ def test_budget_survives_loss_of_the_releases_journal(broker_module: EmbeddedBro
     import asyncio
 
     broker = broker_module
-    topics = new_topics(broker.bootstrap, 1)
-    env = worker_env(broker.url, topics, tmp_path / "data", SETTINGS)
+    topics, env = _topics_env(broker, tmp_path, 1)
     w = Worker(env, tmp_path, "journal-1").start()
     try:
-        wait_ready(w)
-        join(broker.bootstrap, topics, w, ["j1"])
-        produce_raw(broker.bootstrap, [(topics.reports, b"j1", report("j1", 3, "j1-a", 2.0))])
-        wait_until(lambda: _exhausted(w), 60, "budget_exhausted == 1", 0.5, w)
+        _spend_all(broker.bootstrap, topics, w, ["j1"], lambda: produce_raw(
+            broker.bootstrap, [(topics.reports, b"j1", report("j1", 3, "j1-a", 2.0))]))
     finally:
         w.stop()
     assert len(read_all_json(broker.bootstrap, topics.releases)) == 3

@@ -19,15 +19,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from stream_app import models
 from stream_app.metrics import REJECT_REASONS
-from stream_app.models import (
-    Membership,
-    Rejected,
-    Report,
-    check_key,
-    parse_membership,
-    parse_report,
-)
+from stream_app.models import Membership, Rejected, Report
 from stream_app.state import EventRules, apply_membership, apply_report, report_digest
 
 pytestmark = pytest.mark.timeout(180)
@@ -62,7 +56,7 @@ def _classify(parse: Any, raw: bytes) -> str | None:
 @settings(max_examples=400, deadline=None)
 @given(raw=st.binary(max_size=6000))
 def test_arbitrary_bytes_are_accepted_or_rejected_never_raise(raw: bytes) -> None:
-    for parse in (parse_report, parse_membership):
+    for parse in (models.parse_report, models.parse_membership):
         reason = _classify(parse, raw)  # anything but Rejected propagates and fails the test
         if len(raw) > MAX_BYTES:
             assert reason == "payload_too_large"
@@ -112,7 +106,7 @@ def test_report_documents_classified_by_the_documented_reasons(doc: Any) -> None
         assume(False)
         return
     assume(len(raw) <= MAX_BYTES)
-    assert _classify(parse_report, raw) in _expected_report_reason(doc), raw[:300]
+    assert _classify(models.parse_report, raw) in _expected_report_reason(doc), raw[:300]
 
 
 @settings(max_examples=300, deadline=None)
@@ -123,7 +117,7 @@ def test_report_documents_classified_by_the_documented_reasons(doc: Any) -> None
 def test_membership_documents_never_raise(doc: Any) -> None:
     raw = json.dumps(doc).encode()
     assume(len(raw) <= MAX_BYTES)
-    reason = _classify(parse_membership, raw)
+    reason = _classify(models.parse_membership, raw)
     if isinstance(doc, dict) and doc.get("event") not in ("join", "leave"):
         assert reason in {"invalid_schema", "non_finite_value"}
 
@@ -133,7 +127,7 @@ def test_membership_documents_never_raise(doc: Any) -> None:
        user=st.text(min_size=1, max_size=10))
 def test_key_must_equal_user_id(key: bytes | None, user: str) -> None:
     try:
-        check_key(key, user)
+        models.check_key(key, user)
         accepted = True
     except Rejected as rej:
         assert rej.reason == "key_mismatch"
@@ -148,7 +142,7 @@ def test_integer_literal_beyond_python_digit_limit_is_rejected_not_raised(digits
     The design allows max_payload_bytes up to 1 MiB, so such a record reaches the parser.
     """
     raw = b'{"user_id": "u", "value": ' + b"7" * digits + b', "report_id": "r", "ts": 1.0}'
-    for parse in (parse_report, parse_membership):
+    for parse in (models.parse_report, models.parse_membership):
         try:
             parse(raw, 1_048_576)
         except Rejected as rej:
@@ -215,7 +209,7 @@ def test_user_state_follows_an_independent_model(events: list[tuple[str, Any]]) 
 
 @pytest.mark.parametrize("raw", [b"[1, 2]", b"42", b'"text"', b"null"])
 def test_valid_json_that_is_not_an_object_is_invalid_schema(raw: bytes) -> None:
-    assert _classify(parse_report, raw) == "invalid_schema"
+    assert _classify(models.parse_report, raw) == "invalid_schema"
 
 
 def test_join_with_unknown_or_missing_group_without_a_default_group() -> None:
