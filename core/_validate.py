@@ -33,6 +33,19 @@ def theta(value: float, field: str = "theta") -> float:
     return th
 
 
+MAX_RELEASES = 1_000_000
+
+
+def releases(value: object, field: str = "releases") -> int:
+    """A number of releases: an integer in [1, MAX_RELEASES] (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise PufferfishInputError(field, f"must be an integer, got {type(value).__name__}")
+    out = int(value)
+    if not 1 <= out <= MAX_RELEASES:
+        raise PufferfishInputError(field, f"must be in [1, {MAX_RELEASES}], got {out}")
+    return out
+
+
 def real(value: object, field: str) -> float:
     """A finite real number (bools are refused: they are almost always a mistake)."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):

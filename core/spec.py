@@ -12,7 +12,12 @@ Spec shape::
 For "priors", P and Q are two priors of X itself. Every other key, a missing field, or a rule
 that does not apply to the pair is a PufferfishInputError naming the field. The reported
 ``loss`` is the exact two-sided audit of theta on the user's own pair, which bounds the loss
-for every population of other users (ERRATA, "A user-local exact calibration").
+for every population of other users (ERRATA, "A user-local exact calibration"). ``charge`` is
+what the stream charges per release under composition for this pair and theta
+(core.budget.composition_charge: max(epsilon, plan spread / theta); docs/privacy.md,
+"Composition"): epsilon for value pairs and the pointwise rules, more for the exact and relaxed
+rules on distribution pairs. It is null when that charge is infinite (theta = 0 with a spread
+> 0: the stream refuses every release of such a pair).
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from typing import Any
 
 from core import _validate, policy
 from core.auditor import audit
+from core.budget import composition_charge
 from core.distribution import Distribution, point_zero
 from core.errors import PufferfishInputError
+from core.kantorovich import plan_spread
 from core.policy import PairKind, Rule
 
 DEFAULT_RULE = Rule.EXACT
@@ -137,7 +144,8 @@ def parse_spec(spec: object) -> SecretSpec:
 
 
 def calibrate_spec(spec: object, epsilon: float) -> dict[str, Any]:
-    """theta for the spec at epsilon, with the exact audited loss of that theta."""
+    """theta for the spec at epsilon, with the exact audited loss of that theta (one release)
+    and the per-release charge under composition (module docstring)."""
     eps = _validate.epsilon(epsilon)
     parsed = parse_spec(spec)
     calibration = policy.calibrate(
@@ -154,6 +162,10 @@ def calibrate_spec(spec: object, epsilon: float) -> dict[str, Any]:
     }
     own = audit(parsed.first, parsed.second, calibration.theta)
     result.update(loss=own.loss, forward=own.forward, reverse=own.reverse)
+    charge = composition_charge(
+        plan_spread(parsed.first, parsed.second), calibration.theta, eps
+    )
+    result["charge"] = charge if math.isfinite(charge) else None
     if parsed.rest is not None:
         priors = audit(
             parsed.first.convolve(parsed.rest), parsed.second.convolve(parsed.rest),

@@ -129,6 +129,17 @@ GOOD: dict[str, tuple[dict[str, Any], float]] = {
         root(lambda t: bernoulli_pair_loss(0.2, 0.9, t) - EPS, 0.5, 10)),
 }
 
+# The monotone-plan spread of each GOOD pair, by hand (quantile coupling of the two laws):
+# EX_I vs EX_J moves level (0.075, 0.2] from 1 to 3 (and (0.8, 0.925] from 3 to 5).
+SPREAD: dict[str, float] = {
+    "vc_bound": 2, "vc_kantorovich": 2, "vc_default_exact": 2,
+    "vp_bound": 5, "vp_kantorovich": 5, "vp_exact": 5,
+    "dp_bound": 2, "dp_relaxed_bernoulli": 1, "dp_relaxed_brent": 3, "dp_kantorovich": 1,
+    "dp_exact": 1, "dc_bound": 2, "dc_kantorovich": 2, "dc_binary": 1,
+    "dc_relaxed_p_below_q": 1, "dc_relaxed_p_above_q": 1, "dc_exact_bernoulli": 1,
+    "priors_kantorovich": 2, "priors_exact": 2, "priors_exact_bernoulli": 1,
+}
+
 GOOD_SPEC = json.dumps(GOOD["vc_bound"][0])
 STDIN = ["--epsilon", str(EPS), "--spec", "-"]
 BAD: dict[str, tuple[list[str], str | None]] = {
@@ -199,6 +210,10 @@ def outcomes() -> dict[str, Outcome]:
         ["audit", "--theta", "2", "--spec", "-"],
         json.dumps({"pair": "distribution_presence", "P": bern(0.3)}),
     )
+    jobs["calibrate:theta_zero"] = (
+        ["calibrate", *STDIN],
+        json.dumps({"pair": "distribution_change", "P": bern(0.5), "Q": bern(0.55)}),
+    )
     jobs["bad:unknown_command"] = (["launch"], None)
     jobs["bad:no_command"] = ([], None)
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -221,6 +236,8 @@ def test_calibrate_good_spec(name: str, outcomes: dict[str, Outcome]) -> None:
     own = grid_loss(*own_pair(spec), result["theta"])
     assert own <= EPS + 1e-9  # every emitted theta passes the exact two-sided audit
     assert result["loss"] == pytest.approx(own, abs=1e-9)
+    # the per-release charge under composition: max(eps, spread / theta)
+    assert result["charge"] == pytest.approx(max(EPS, SPREAD[name] / expected_theta), rel=1e-6)
     if exact_rule:  # and is tight: 0.01 % less noise breaks the budget
         assert grid_loss(*own_pair(spec), result["theta"] * (1 - 1e-4)) > EPS
     if "rest" in spec:
@@ -234,6 +251,16 @@ def test_calibrate_good_spec(name: str, outcomes: dict[str, Outcome]) -> None:
         expected = grid_loss(prior_p, prior_q, result["theta"])
         assert result["loss_priors"] == pytest.approx(expected, abs=1e-9)
         assert result["loss_priors"] <= EPS + 1e-9
+
+
+def test_calibrate_charge_is_null_when_the_stream_would_refuse(
+    outcomes: dict[str, Outcome],
+) -> None:
+    # |log 0.5/0.55| <= eps: theta 0, but the plan moves mass by 1 -> an infinite charge
+    out = outcomes["calibrate:theta_zero"]
+    assert out.code == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["theta"] == 0.0 and result["charge"] is None
 
 
 def _merge(dist: dict[str, list[float]]) -> dict[str, list[float]]:

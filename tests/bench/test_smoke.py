@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as dispatcher
-from bench import latency, memory, recalibration, robust, throughput, utility
+from bench import composition, latency, memory, recalibration, robust, throughput, utility
 
 
 def run(module: object, tmp_path: Path, *extra: str) -> str:
@@ -20,7 +20,8 @@ def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     assert dispatcher.main(["--list"]) == 0
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
     assert listed == {
-        "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust"
+        "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust",
+        "composition",
     }
 
 
@@ -64,6 +65,18 @@ def test_robust_quick(tmp_path: Path) -> None:
     # the floor term 2 alpha (K - 1) / K = 0.08 at K = 5 bounds the ratio away from 1
     assert "| 5 | paper change, paper presence | 1 |" in text and "| 0.0800 |" in text
     assert "**Conclusion**" in text
+
+
+def test_composition_quick(tmp_path: Path) -> None:
+    text = run(composition, tmp_path)
+    assert "<!-- bench:composition start -->" in text
+    assert "Every exact loss is at most the pointwise charge: yes" in text
+    # P_4 vs delta_0 at eps 1: theta 3.4698, charge 5 / theta = 1.441; two releases of a
+    # persistent value cost 2.216 (docs/privacy.md, "Composition"), i.i.d. values 2 * 1
+    assert "| paper 4-user | S_(P,perp) P_4 | 1 | 3.47 | 1.441 | 2 | 2 | 2.882 | 2.216 | 2.000 |" \
+        in text
+    # Bernoulli(0.2) vs (0.9): the persistent loss saturates at log 8 = 2.079, i.i.d. is 10
+    assert "| 10 | 10 | 14.477 | 2.079 | 10.000 | 10.000 | 0.144 |" in text
 
 
 @pytest.mark.integration

@@ -80,6 +80,30 @@ def test_relaxed_binary_reports_both_losses() -> None:
     assert max(result["loss"], result["loss_priors"]) <= EPS + 1e-12
 
 
+@pytest.mark.parametrize(
+    ("spec", "charge"),
+    [
+        # value pairs: theta = |a - b| / eps, spread |a - b| -> the charge is eps
+        ({"pair": "value_change", "a": 5, "b": 3}, EPS),
+        ({"pair": "value_presence", "a": -4}, EPS),
+        # Kantorovich: theta = spread / eps -> eps
+        ({"pair": "distribution_presence", "rule": "kantorovich", "P": bern(0.3)}, EPS),
+        # exact on (Bernoulli(0.3), delta_0): theta = 1 / log((e^eps - 0.7) / 0.3), spread 1
+        ({"pair": "distribution_presence", "P": bern(0.3)},
+         math.log((math.exp(EPS) - 0.7) / 0.3)),
+        # no noise needed (|log 0.5/0.55| <= eps) but the plan moves mass by 1: refused (null)
+        ({"pair": "distribution_change", "P": bern(0.5), "Q": bern(0.55)}, None),
+    ],
+)
+def test_charge_under_composition(spec: dict[str, Any], charge: float | None) -> None:
+    result = calibrate_spec(spec, EPS)
+    if charge is None:
+        assert result["theta"] == 0.0 and result["charge"] is None
+    else:
+        assert result["charge"] == pytest.approx(charge, rel=1e-6)
+        assert result["charge"] >= EPS
+
+
 def test_audit_spec_value_presence() -> None:
     out = audit_spec({"pair": "value_presence", "a": 3}, 6.0)
     assert out == pytest.approx({"loss": 0.5, "forward": 0.5, "reverse": 0.5})
