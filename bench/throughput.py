@@ -382,30 +382,15 @@ def faust_child(kind: str) -> int:
 
     from stream_app.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
-    from stream_app.worker import (
-        BROKER_MAX_POLL_RECORDS,
-        CONSUMER_MAX_FETCH_SIZE,
-        STREAM_BUFFER_MAXSIZE,
-        LeanApp,
-    )
+    from stream_app.worker import LeanApp, app_options
 
     s = Settings()
     registry = CollectorRegistry()
     consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
     start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
     app = LeanApp(
-        f"{s.app_id}-{kind}", broker=s.broker, store="memory://", autodiscover=False,
-        processing_guarantee="at_least_once", topic_partitions=s.input_partitions,
-        topic_replication_factor=1, table_standby_replicas=0,
-        consumer_auto_offset_reset="earliest",
-        producer_max_batch_size=s.producer_max_batch_size,
-        producer_linger=s.producer_linger_seconds,
-        stream_buffer_maxsize=STREAM_BUFFER_MAXSIZE,
-        broker_max_poll_records=BROKER_MAX_POLL_RECORDS,
-        consumer_max_fetch_size=CONSUMER_MAX_FETCH_SIZE,
-        broker_session_timeout=s.broker_session_timeout,
-        broker_rebalance_timeout=s.broker_rebalance_timeout,
-        broker_heartbeat_interval=s.broker_heartbeat_interval, web_enabled=False,
+        f"{s.app_id}-{kind}", broker=s.broker, store="memory://", web_enabled=False,
+        **app_options(s),
     )
     inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw",

@@ -64,6 +64,25 @@ class LeanApp(faust.App):
         return deps
 
 
+def app_options(s: Settings) -> dict[str, Any]:
+    """The Faust settings the worker and the throughput bench (bench/throughput.py) share:
+    at-least-once, one replica and no standbys, from the earliest offset, the producer batching
+    and broker timeouts from the settings, and the buffer sizes above."""
+    return {
+        "autodiscover": False, "processing_guarantee": "at_least_once",
+        "topic_partitions": s.input_partitions, "topic_replication_factor": 1,
+        "table_standby_replicas": 0, "consumer_auto_offset_reset": "earliest",
+        "producer_max_batch_size": s.producer_max_batch_size,
+        "producer_linger": s.producer_linger_seconds,
+        "stream_buffer_maxsize": STREAM_BUFFER_MAXSIZE,
+        "broker_max_poll_records": BROKER_MAX_POLL_RECORDS,
+        "consumer_max_fetch_size": CONSUMER_MAX_FETCH_SIZE,
+        "broker_session_timeout": s.broker_session_timeout,
+        "broker_rebalance_timeout": s.broker_rebalance_timeout,
+        "broker_heartbeat_interval": s.broker_heartbeat_interval,
+    }
+
+
 def partials_interval(settings: Settings) -> float:
     return min(0.25, settings.release_period_seconds / 4)
 
@@ -84,19 +103,8 @@ class PufferfishApp:
         self.ingest = Ingest(s, self.rules, self.metrics, self)
         self.app = app = LeanApp(
             s.app_id, broker=s.broker, broker_credentials=s.faust_credentials(), store=s.store,
-            datadir=str(s.data_dir), autodiscover=False, processing_guarantee="at_least_once",
-            topic_partitions=s.input_partitions, topic_replication_factor=1,
-            table_standby_replicas=0, consumer_auto_offset_reset="earliest",
-            producer_max_batch_size=s.producer_max_batch_size,
-            producer_linger=s.producer_linger_seconds,
-            stream_buffer_maxsize=STREAM_BUFFER_MAXSIZE,
-            broker_max_poll_records=BROKER_MAX_POLL_RECORDS,
-            consumer_max_fetch_size=CONSUMER_MAX_FETCH_SIZE,
-            broker_session_timeout=s.broker_session_timeout,
-            broker_rebalance_timeout=s.broker_rebalance_timeout,
-            broker_heartbeat_interval=s.broker_heartbeat_interval,
-            web_enabled=s.web_port is not None, web_bind=s.web_host,
-            web_port=s.web_port or 6066, web_host=s.web_host,
+            datadir=str(s.data_dir), web_enabled=s.web_port is not None, web_bind=s.web_host,
+            web_port=s.web_port or 6066, web_host=s.web_host, **app_options(s),
         )
         raw: dict[str, Any] = dict(
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
