@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -32,6 +39,11 @@ CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
+}
+
+# what an empty list of each says (one validator checks both)
+_EMPTY = {
+    "domain": "must list at least one value", "pairs": "must name at least one secret-pair set",
 }
 
 
@@ -162,11 +174,16 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(r.value for r in STREAM_RULES)}")
         return v
 
+    @field_validator("domain", "pairs")
+    @classmethod
+    def _listed(cls, v: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+        if not v:
+            raise ValueError(_EMPTY[str(info.field_name)])
+        return v
+
     @field_validator("domain")
     @classmethod
     def _domain_sorted_distinct(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if not v:
-            raise ValueError("must list at least one value")
         if not all(math.isfinite(x) for x in v):
             raise ValueError("values must be finite")
         if len(set(v)) != len(v):
@@ -186,9 +203,7 @@ class Settings(BaseSettings):
 
     @field_validator("pairs")
     @classmethod
-    def _pairs_nonempty(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if not v:
-            raise ValueError("must name at least one secret-pair set")
+    def _pairs_distinct(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v))
 
     @field_validator("broker")
