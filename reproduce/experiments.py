@@ -56,6 +56,25 @@ def exact_thetas(pair: Pair, eps: np.ndarray) -> np.ndarray:
     return thetas(lambda e: cal.exact(pair[0], pair[1], e), eps)
 
 
+def binary_lemma_curves(eps: np.ndarray, printed: dict[str, pv.Curve], audited: Pair,
+                        binary: np.ndarray, relaxed: np.ndarray, rest: str) -> list[Curve]:
+    """The fig:SuffCondSPQBinary* pair of Lemma curves, audited on ``audited``: the blue 1/eps
+    (against the printed one) and the corrected relaxed Lemma (``rest``: its rest law)."""
+    return [
+        Curve("binary", "Lemma SuffCondSPQBinary, 1/eps (paper: blue)", binary,
+              losses(audited, binary), True, printed_on(eps, printed["binary"]), 0.0,
+              style={"color": "tab:blue"}),
+        Curve("relaxed_corrected", f"relaxed Lemma, corrected ({rest})", relaxed,
+              losses(audited, relaxed), True, style={"color": "tab:green", "linestyle": "-."}),
+    ]
+
+
+def as_printed_curve(label: str, as_printed: np.ndarray, audited: Pair, note: str) -> Curve:
+    """A printed red curve that fails the audit, drawn as printed."""
+    return Curve("as_printed", label, as_printed, losses(audited, as_printed), False, note=note,
+                 style={"color": "tab:red", "linestyle": "--", "marker": "x", "markersize": 4})
+
+
 # -- item 1: the Kantorovich plans of figs Sab, Saperp, SPperp, SPQ, SuffCondSPQBinary ------
 
 
@@ -151,20 +170,14 @@ def spq_binary_relax_figure(n: int | None) -> CurveFigure:
         eps=eps, logy=True,
         audited_on="the two priors of X (users 1-3 of Table ExpSetting + user 4)",
         curves=[
-            Curve("binary", "Lemma SuffCondSPQBinary, 1/eps (paper: blue)", binary,
-                  losses(system, binary), True, printed_on(eps, printed["binary"]), 0.0,
-                  style={"color": "tab:blue"}),
-            Curve("relaxed_corrected", "relaxed Lemma, corrected (rest = D1+D2+D3)", relaxed,
-                  losses(system, relaxed), True, style={"color": "tab:green", "linestyle": "-."}),
+            *binary_lemma_curves(eps, printed, system, binary, relaxed, "rest = D1+D2+D3"),
             Curve("exact_user", "exact user-local theta (any population)", exact,
                   losses(system, exact), True, style={"color": "black", "linestyle": ":"}),
             Curve("exact_system", "exact theta for this population (priors of X)", exact_sys,
                   losses(system, exact_sys), True,
                   style={"color": "tab:purple", "linestyle": (0, (1, 3))}),
-            Curve("as_printed", "paper's red curve, as printed — fails the audit", as_printed,
-                  losses(system, as_printed), False,
-                  note="1/log(e^eps + (e^eps-1)*91/151): row-wise ratio (ERRATA 1)",
-                  style={"color": "tab:red", "linestyle": "--", "marker": "x", "markersize": 4}),
+            as_printed_curve("paper's red curve, as printed — fails the audit", as_printed, system,
+                             "1/log(e^eps + (e^eps-1)*91/151): row-wise ratio (ERRATA 1)"),
         ],
         notes=[
             "The printed red curve is 1/log(e^eps + (e^eps - 1) psi) with one constant "

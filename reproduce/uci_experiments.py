@@ -15,7 +15,13 @@ import numpy as np
 from core import calibrators as cal
 from core.distribution import Distribution, point_zero
 from reproduce import paper_values as pv
-from reproduce.experiments import exact_thetas, losses, thetas
+from reproduce.experiments import (
+    as_printed_curve,
+    binary_lemma_curves,
+    exact_thetas,
+    losses,
+    thetas,
+)
 from reproduce.grids import figure_grid, printed_on
 from reproduce.results import Curve, CurveFigure
 from reproduce.uci_inputs import PperpInput, PQBinaryInput, pperp_inputs, pqbinary_inputs
@@ -88,18 +94,12 @@ def pqbinary_figure(item: PQBinaryInput, n: int | None) -> CurveFigure:
         title=f"fig:SuffCondUCIPQBinary ({item.dataset}): {item.description}",
         eps=eps, audited_on="the user's own Bernoulli pair (P_i, Q_i): worst case over populations",
         curves=[
-            Curve("binary", "Lemma SuffCondSPQBinary, 1/eps (paper: blue)", binary,
-                  losses(user, binary), True, printed_on(eps, printed["binary"]), 0.0,
-                  style={"color": "tab:blue"}),
-            Curve("relaxed_corrected", "relaxed Lemma, corrected (needs a rest law)", relaxed,
-                  losses(user, relaxed), True, style={"color": "tab:green", "linestyle": "-."}),
+            *binary_lemma_curves(eps, printed, user, binary, relaxed, "needs a rest law"),
             Curve("exact", "exact user-local theta (any population; 0 = no noise needed)", exact,
                   losses(user, exact),
                   True, style={"color": "black", "linestyle": ":"}),
-            Curve("as_printed", f"paper's red curve, as printed (psi = {psi:g})", as_printed,
-                  losses(user, as_printed), False,
-                  note=f"1/log(e^eps + (e^eps-1) psi), constant psi ~ {psi:g} (ERRATA 11)",
-                  style={"color": "tab:red", "linestyle": "--", "marker": "x", "markersize": 4}),
+            as_printed_curve(f"paper's red curve, as printed (psi = {psi:g})", as_printed, user,
+                             f"1/log(e^eps + (e^eps-1) psi), constant psi ~ {psi:g} (ERRATA 11)"),
         ],
         notes=[
             f"p = {item.p} = {float(item.p):.6f}, q = {item.q} = {float(item.q):.6f}; "
