@@ -4,6 +4,8 @@ learning rounds on the priors topic."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -33,29 +35,36 @@ def test_combine_is_exact_in_grid_units() -> None:
     assert combine({}) == (0, {}, 0.0)
 
 
-def releaser(s: Settings, parts: dict[int, Partial], owner: object = lambda: True,
-             priors: PublicPriors | None = None) -> Releaser:
-    return Releaser(s, Metrics.create(), priors or public_priors(s), lambda: parts,
-                    owner)  # type: ignore[arg-type]
+@asynccontextmanager
+async def running(s: Settings, parts: dict[int, Partial], owner: object = lambda: True,
+                  priors: PublicPriors | None = None) -> AsyncIterator[Releaser]:
+    """A Releaser over these partials, stopped on the way out."""
+    r = Releaser(s, Metrics.create(), priors or public_priors(s), lambda: parts,
+                 owner)  # type: ignore[arg-type]
+    try:
+        yield r
+    finally:
+        await r.stop()
 
 
-def settings(broker: EmbeddedBroker, **kw: object) -> Settings:
+async def settings(broker: EmbeddedBroker, data_dir: Path, topics: tuple[str, ...],
+                   **kw: object) -> Settings:
+    """Settings for one scenario, its topics created (one partition each)."""
+    await create_topics(broker.bootstrap, dict.fromkeys(topics, 1))
     base: dict[str, object] = dict(
         broker=broker.url, domain=[0, 1, 2], epsilon=1.0, grid_log2=-2, metrics_port=None,
-        journal_quiet_seconds=0.3, pairs=["value_presence"],
+        journal_quiet_seconds=0.3, pairs=["value_presence"], data_dir=data_dir,
     )
     base.update(kw)
     return Settings(**base)  # type: ignore[arg-type]
 
 
 async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
-    await create_topics(broker.bootstrap, {"releases": 1})
-    s = settings(broker, budget_total=3.5, data_dir=data_dir)
+    s = await settings(broker, data_dir, ("releases",), budget_total=3.5)
     parts = {0: partial(0, 10), 1: partial(1, 6)}  # X = 16 * 0.25 = 4
     owner = {"yes": True}
     # one group "default", uniform on {0, 1, 2}: value_presence theta = 2 / eps, charge 1
-    r1 = releaser(s, parts, lambda: owner["yes"])
-    try:
+    async with running(s, parts, lambda: owner["yes"]) as r1:
         owner["yes"] = False
         assert await r1.release_once() is None  # not the owner: nothing happens
         owner["yes"] = True
@@ -65,21 +74,16 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert all(r is not None and r.theta == 2.0 and r.binding_pair == "value_presence"
                    and r.binding_group == "default" and r.charge == 1.0 and r.priors_seq == 0
                    for r in first)
-    finally:
-        await r1.stop()
 
     # a restarted releaser continues from the journal: same budget, next seq, no republish
-    r2 = releaser(s, parts)
-    m2 = r2.metrics
-    try:
+    async with running(s, parts) as r2:
+        m2 = r2.metrics
         third = await r2.release_once()
         assert third is not None and third.seq == 3 and third.epsilon_spent == 3.0
         assert third.epsilon_remaining == 0.5
         assert await r2.release_once() is None  # 3 + 1 > 3.5: refused
         assert r2.ledger.exhausted and m2.budget_exhausted._value.get() == 1
         assert await r2.release_once() is None
-    finally:
-        await r2.stop()
     journal = await read_journal(s, s.topic_releases, Release)
     assert [r.seq for r in journal] == [1, 2, 3]
     assert [r.epsilon_spent for r in journal] == [1.0, 2.0, 3.0]
@@ -87,11 +91,8 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert (r.noisy_sum * 4).is_integer()  # on the 2**-2 grid
 
     # a third releaser sees the exhausted budget only when the next charge does not fit
-    r3 = releaser(s, parts)
-    try:
+    async with running(s, parts) as r3:
         assert await r3.release_once() is None and r3.ledger.last_seq == 3
-    finally:
-        await r3.stop()
 
 
 def test_budget_exhaustion_and_journal_restore(broker: EmbeddedBroker, tmp_path: Path) -> None:
@@ -99,16 +100,12 @@ def test_budget_exhaustion_and_journal_restore(broker: EmbeddedBroker, tmp_path:
 
 
 async def _zero_theta(broker: EmbeddedBroker, data_dir: Path) -> None:
-    await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
-    s = settings(broker, data_dir=data_dir)
+    s = await settings(broker, data_dir, ("releases", "priors"))
     nothing = PublicPriors(laws={"default": point_zero()}, default_group="default")
-    r = releaser(s, {0: partial(0, 4)}, priors=nothing)
-    try:
+    async with running(s, {0: partial(0, 4)}, priors=nothing) as r:
         assert r.plan.theta == 0.0
         assert await r.release_once() is None  # theta 0 would expose the exact sum
         assert r.ledger.last_seq == 0 and r.ledger.accountant.spent == 0
-    finally:
-        await r.stop()
 
 
 def test_zero_theta_never_releases(broker: EmbeddedBroker, tmp_path: Path) -> None:
@@ -116,22 +113,19 @@ def test_zero_theta_never_releases(broker: EmbeddedBroker, tmp_path: Path) -> No
 
 
 async def _learning(broker: EmbeddedBroker, data_dir: Path) -> None:
-    await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
-    s = settings(broker, data_dir=data_dir, groups=["a", "b"], default_group="a", rule="exact",
-                 pairs=["distribution_presence", "distribution_change"], epsilon_learn=0.5,
-                 budget_total=10.0, learn_min_mass=1.0, prior_floor=0.1,
-                 release_period_seconds=1.0, learn_period_seconds=2.0)
+    s = await settings(broker, data_dir, ("releases", "priors"), groups=["a", "b"],
+                       default_group="a", rule="exact",
+                       pairs=["distribution_presence", "distribution_change"], epsilon_learn=0.5,
+                       budget_total=10.0, learn_min_mass=1.0, prior_floor=0.1,
+                       release_period_seconds=1.0, learn_period_seconds=2.0)
     units = 2**16
     # group a: 400 users all at 2; group b: 400 users at 0; nobody in other bins
     parts = {0: partial(0, 800 * 4, {"a": [0, 0, 400 * units], "b": [400 * units, 0, 0]})}
-    r = releaser(s, parts)
-    try:
+    async with running(s, parts) as r:
         assert await r.on_clock() is not None  # tick 1: a release, no round due yet
         assert r.priors_seq == 0
         release = await r.on_clock()  # tick 2: a learning round first, then the release
         assert release is not None and release.priors_seq == 1
-    finally:
-        await r.stop()
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)
     assert sorted(p.group for p in rounds) == ["a", "b"] and {p.seq for p in rounds} == {1}
     assert all(p.status == "learned" for p in rounds)
@@ -177,19 +171,16 @@ def test_learning_round_publishes_every_group_and_recalibrates(
 
 
 async def _exhaustion(broker: EmbeddedBroker, data_dir: Path) -> None:
-    await create_topics(broker.bootstrap, {"releases": 1, "priors": 1})
     # bound rule, value_presence on a floored law over {0, 1, 2}: theta 2, charge exactly 1
-    s = settings(broker, data_dir=data_dir, rule="bound", epsilon_learn=0.5, budget_total=3.0,
-                 release_period_seconds=1.0, learn_period_seconds=1.0, learn_min_mass=0.0)
-    r = releaser(s, {0: partial(0, 4, {"default": [0, 2**16, 0]})})
-    try:
+    s = await settings(broker, data_dir, ("releases", "priors"), rule="bound", epsilon_learn=0.5,
+                       budget_total=3.0, release_period_seconds=1.0, learn_period_seconds=1.0,
+                       learn_min_mass=0.0)
+    async with running(s, {0: partial(0, 4, {"default": [0, 2**16, 0]})}) as r:
         first, second = await r.on_clock(), await r.on_clock()  # 0.5 + 1, then 0.5 + 1 = 3
         assert first is not None and second is not None and second.epsilon_spent == 3.0
         for _ in range(3):  # the next learning round (0.5) no longer fits: nothing at all
             assert await r.on_clock() is None
         assert r.ledger.exhausted and r.metrics.budget_exhausted._value.get() == 1
-    finally:
-        await r.stop()
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)
     releases = await read_journal(s, s.topic_releases, Release)
     assert [p.seq for p in rounds] == [1, 2] and [x.seq for x in releases] == [1, 2]
