@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +129,21 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _prose_sections() -> dict[str, list[str]]:
+    """The fixed prose of the report by section title (reproduce/report_prose.md)."""
+    text = resources.files("reproduce").joinpath("report_prose.md").read_text(encoding="utf-8")
+    sections: dict[str, list[str]] = {}
+    for part in text.split("\n## ")[1:]:
+        title, _, body = part.partition("\n")
+        sections[title] = body.strip("\n").split("\n")
+    return sections
+
+
+def _prose(title: str) -> list[str]:
+    """A fixed prose section: its heading, a blank line, its lines, a blank line."""
+    return ["", f"## {title}", "", *_prose_sections()[title], ""]
+
+
 def render(r: Report) -> str:
     lines = [
         "# `pufferfish reproduce`: the paper's numbers, regenerated and audited",
@@ -166,35 +182,14 @@ def render(r: Report) -> str:
                      f"fails for ε in [{bad.min():.4g}, {bad.max():.4g}]. {c.note}")
     if not failing:
         lines.append("- none")
-    lines += ["", "## What cannot be reproduced", "",
-              "- fig:SuffCondUCIPQBinary, the three red curves: each is "
-              "1/log(e^ε + (e^ε−1)ψ) with a constant ψ (≈304.26 adult, 3.248 student, 5.172 "
-              "bank) that is not the relaxed Lemma for the captions' p, q whatever the other "
-              "users are (ERRATA 11). They are shown as printed, with their audit. The "
-              "corrected Lemma needs the law of the other users' sum, which the paper does "
-              "not give; we show it with illustrative rest laws (it does not depend on them).",
-              "- fig:SuffCondSPQBinaryRelax, the red curve: reproduced only as printed "
-              "(it fails the audit, ERRATA 1); the correct Lemma is plotted beside it.",
-              "- fig:Sab, fig:Saperp, fig:SPperp, fig:SPQ, fig:SuffCondSPQBinary have no image "
-              "in the .tex (empty \\includegraphics); we regenerate the plans from the tables "
-              "and compare the printed sup|x−x'|.", ""]
+    lines += _prose("What cannot be reproduced")
     lines += ["## Notes per figure", ""]
     for f in r.curve_figures:
         lines.append(f"- **{f.name}** (audited on {f.audited_on}):")
         lines += [f"  - {n}" for n in f.notes]
-    lines += ["", "## UCI data and value encodings", "",
-              "adult = adult.data + adult.test (48,842 rows), student = student-por.csv "
-              "(649 rows), bank = bank-full.csv (45,211 rows); files in `pufferfish_data/uci/` "
-              "(CC BY 4.0, see `pufferfish_data/ATTRIBUTION.md`). The paper does not state how "
-              "categories become numbers; these encodings reproduce fig:SuffCondUCIPperp "
-              "(ERRATA 10):", ""]
+    lines += _prose("UCI data and value encodings")
     lines += [f"- {c}" for c in r.codings]
-    lines += ["", "## Utility (item 6)", "",
-              "Plain DP baseline θ = sensitivity/ε over the declared domain, with the "
-              "neighbouring relation of the secret (add/remove → max|a|; replace-one → "
-              "max−min). Noise sd = √2·θ, so sd ratio = θ ratio. 'audited on': user pair = "
-              "the user's own pair (valid for every population); priors of X = the example "
-              "system's priors (valid for that population only).", ""]
+    lines += _prose("Utility (item 6)")
     for ex in r.examples:
         lines += [f"### {ex.name} — DP sensitivity: {ex.sensitivity_text}", ""]
         urows = [[f"{u.eps:g}", u.rule, f"{u.theta:.6g}", f"{u.sd:.6g}", f"{u.sd_ratio:.4g}",
