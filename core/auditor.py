@@ -63,20 +63,15 @@ class PairAuditor:
     )
 
     def __init__(
-        self,
-        a: Distribution,
-        b: Distribution,
-        radius_a: float = 0.0,
-        radius_b: float = 0.0,
-        domain: Sequence[float] | None = None,
+        self, a: Distribution, b: Distribution,
+        radius_a: float = 0.0, radius_b: float = 0.0, domain: Sequence[float] | None = None,
     ) -> None:
         """The audit of (A, B); with a radius > 0 the robust audit over the L1 ball(s)
         (module docstring), whose laws live on supp(center) plus ``domain``."""
-        ra = _validate.radius(radius_a, "radius_a")
-        rb = _validate.radius(radius_b, "radius_b")
+        balls = Balls(radius_a, radius_b, domain)
         self._robust: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
-        if ra > 0.0 or rb > 0.0:
-            self._init_robust(a, ra, b, rb, domain)
+        if balls.robust:
+            self._init_robust(a, b, balls)
             return
         ax, ap = a.positive_arrays()
         bx, bp = b.positive_arrays()
@@ -97,12 +92,9 @@ class PairAuditor:
                 _on_grid(points, bx, bp),
             )
 
-    def _init_robust(
-        self, a: Distribution, ra: float, b: Distribution, rb: float,
-        domain: Sequence[float] | None,
-    ) -> None:
-        ax, ap = ball_support(a, ra, domain)
-        bx, bp = ball_support(b, rb, domain)
+    def _init_robust(self, a: Distribution, b: Distribution, balls: Balls) -> None:
+        (ax, ap), (bx, bp) = balls.supports(a, b)
+        ra, rb = balls.radius_a, balls.radius_b
         points = np.union1d(ax, bx)
         self._points = points
         self._xs = np.concatenate((ax, bx))
@@ -207,9 +199,35 @@ def _prefix_log_density(cl: FloatArray, cr: FloatArray, logw: FloatArray) -> Flo
     return np.logaddexp(left, right)  # type: ignore[no-any-return]
 
 
-def ball_support(
-    law: Distribution, radius: float, domain: Sequence[float] | None
-) -> tuple[FloatArray, FloatArray]:
+Support = tuple[FloatArray, FloatArray]  # (points, probs) of the laws in a ball
+
+
+@dataclass(frozen=True, slots=True)
+class Balls:
+    """The L1 balls B(A, radius_a) and B(B, radius_b) around a pair of laws (A, B), whose laws
+    live on supp(center) plus ``domain`` (module docstring); a radius 0 is the law itself.
+    The radii are validated (finite, >= 0) on construction."""
+
+    radius_a: float = 0.0
+    radius_b: float = 0.0
+    domain: Sequence[float] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "radius_a", _validate.radius(self.radius_a, "radius_a"))
+        object.__setattr__(self, "radius_b", _validate.radius(self.radius_b, "radius_b"))
+
+    @property
+    def robust(self) -> bool:
+        """Some radius is > 0: the robust audit, not the plain one."""
+        return self.radius_a > 0.0 or self.radius_b > 0.0
+
+    def supports(self, a: Distribution, b: Distribution) -> tuple[Support, Support]:
+        """(points, probs) of the laws in each ball (``ball_support``)."""
+        return (ball_support(a, self.radius_a, self.domain),
+                ball_support(b, self.radius_b, self.domain))
+
+
+def ball_support(law: Distribution, radius: float, domain: Sequence[float] | None) -> Support:
     """(points, probs) of the laws in the ball: the positive support when radius = 0, else
     supp(law) (zero-probability points included) plus ``domain``, zeros where law has none."""
     if radius == 0.0:
@@ -284,12 +302,8 @@ def _noiseless_loss(
 
 
 def audit(
-    a: Distribution,
-    b: Distribution,
-    theta: float,
-    radius_a: float = 0.0,
-    radius_b: float = 0.0,
-    domain: Sequence[float] | None = None,
+    a: Distribution, b: Distribution, theta: float,
+    radius_a: float = 0.0, radius_b: float = 0.0, domain: Sequence[float] | None = None,
 ) -> AuditResult:
     """Exact two-sided loss of priors A, B of X under Laplace(theta); theta = 0: no noise.
 

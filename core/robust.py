@@ -17,7 +17,7 @@ from scipy.stats import gamma
 
 from core import _validate
 from core._validate import FloatArray
-from core.auditor import PairAuditor, ball_support, extreme_weights
+from core.auditor import Balls, PairAuditor, ball_support, extreme_weights
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
 from core.kantorovich import MASS_TOL
@@ -76,28 +76,20 @@ def radius(noisy_mass: float, k: int, epsilon_learn: float, floor: float, beta: 
 
 
 def worst_case_theta(
-    a: Distribution,
-    b: Distribution,
-    eps: float,
-    radius_a: float = 0.0,
-    radius_b: float = 0.0,
-    domain: Sequence[float] | None = None,
+    a: Distribution, b: Distribution, eps: float,
+    radius_a: float = 0.0, radius_b: float = 0.0, domain: Sequence[float] | None = None,
 ) -> float:
     """max |x - x'| / eps over x, x' in the ball supports: passes the exact audit for every
     pair of laws there (Proposition 1: any coupling's spread is at most this). Over the domain
     this is Theorem 3 (max |t| / eps) for (P, delta_0) and the domain's span / eps for (P, Q)."""
     e = _validate.epsilon(eps)
-    ax, _ = ball_support(a, _validate.radius(radius_a, "radius_a"), domain)
-    bx, _ = ball_support(b, _validate.radius(radius_b, "radius_b"), domain)
+    (ax, _), (bx, _) = Balls(radius_a, radius_b, domain).supports(a, b)
     return float(np.max(np.abs(ax[:, None] - bx[None, :]))) / e
 
 
 def reach_spread(
-    a: Distribution,
-    b: Distribution,
-    radius_a: float = 0.0,
-    radius_b: float = 0.0,
-    domain: Sequence[float] | None = None,
+    a: Distribution, b: Distribution,
+    radius_a: float = 0.0, radius_b: float = 0.0, domain: Sequence[float] | None = None,
 ) -> float:
     """sup of the monotone-plan spread (W_inf) over A' in B(A, r_A), B' in B(B, r_B).
 
@@ -108,12 +100,10 @@ def reach_spread(
     the largest |x - x'| over reachable points passing that test, either way round (as in
     ``core.kantorovich.plan_spread``, a coupled mass <= MASS_TOL counts as none).
     """
-    ax, ap = ball_support(a, _validate.radius(radius_a, "radius_a"), domain)
-    bx, bp = ball_support(b, _validate.radius(radius_b, "radius_b"), domain)
-    return max(
-        _one_way(ax, ap, min(radius_a, WHOLE), bx, bp, min(radius_b, WHOLE)),
-        _one_way(bx, bp, min(radius_b, WHOLE), ax, ap, min(radius_a, WHOLE)),
-    )
+    balls = Balls(radius_a, radius_b, domain)
+    (ax, ap), (bx, bp) = balls.supports(a, b)
+    ra, rb = min(balls.radius_a, WHOLE), min(balls.radius_b, WHOLE)
+    return max(_one_way(ax, ap, ra, bx, bp, rb), _one_way(bx, bp, rb, ax, ap, ra))
 
 
 def _one_way(
@@ -128,12 +118,8 @@ def _one_way(
 
 
 def robust_exact(
-    a: Distribution,
-    b: Distribution,
-    eps: float,
-    radius_a: float = 0.0,
-    radius_b: float = 0.0,
-    domain: Sequence[float] | None = None,
+    a: Distribution, b: Distribution, eps: float,
+    radius_a: float = 0.0, radius_b: float = 0.0, domain: Sequence[float] | None = None,
 ) -> Calibration:
     """The smallest theta whose exact two-sided loss is <= eps for every A' in B(A, radius_a)
     and B' in B(B, radius_b) (laws on supp plus ``domain``).
@@ -146,12 +132,11 @@ def robust_exact(
     from core.calibrators import _smallest_passing_theta, exact_theta
 
     e = _validate.epsilon(eps)
-    ra = _validate.radius(radius_a, "radius_a")
-    rb = _validate.radius(radius_b, "radius_b")
-    if ra == 0.0 and rb == 0.0:
+    balls = Balls(radius_a, radius_b, domain)
+    ra, rb = balls.radius_a, balls.radius_b
+    if not balls.robust:
         return Calibration(exact_theta(a, b, e), e, "exact", "priors", "exact audit (ERRATA)")
-    ax, _ = ball_support(a, ra, domain)
-    bx, _ = ball_support(b, rb, domain)
+    (ax, _), (bx, _) = balls.supports(a, b)
     upper = worst_case_theta(a, b, e, ra, rb, domain)
     whole = (ra >= WHOLE or ax.size == 1) and (rb >= WHOLE or bx.size == 1)
     if whole:
