@@ -7,6 +7,8 @@ epsilon_spent monotone.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -66,8 +68,19 @@ def test_broker_stopped_and_restarted(tmp_path: Path) -> None:
             alive_samples.append(worker.alive())
             if worker.alive():
                 errors_during = worker.metric("pufferfish_broker_errors_total") or errors_during
-        broker.start()
-        create(broker.bootstrap, topics)  # the restarted memory broker is empty
+        # The restarted memory broker is empty: re-create the topics before the worker can reach
+        # it, or the worker's first send auto-creates `releases` with tansu's default of 4
+        # partitions (a race this test lost under CPU load). So the worker is paused (SIGSTOP)
+        # only for the restart-and-create step; a real broker keeps its topics across a restart.
+        paused = worker.alive()
+        if paused:
+            os.killpg(worker.pid, signal.SIGSTOP)
+        try:
+            broker.start()
+            create(broker.bootstrap, topics)
+        finally:
+            if paused:
+                os.killpg(worker.pid, signal.SIGCONT)
 
         exited_code = None if worker.alive() else worker.proc.returncode  # type: ignore[union-attr]
         life2: list[dict[str, Any]] = []
