@@ -39,6 +39,7 @@ from stream_app.release.ledger import Ledger
 from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
 from stream_app.settings import Settings
+from stream_app.topics import create_topics, journal_topics
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,11 @@ class Releaser:
     # --- journals ----------------------------------------------------------------------------
     async def _sync(self) -> None:
         generation = self.pause.generation
+        # The journals must exist with one partition before anything reads or writes them: a
+        # broker that lost its topics would otherwise auto-create them with its default count.
+        s = self.settings
+        await bounded(create_topics(s.aiokafka_kwargs(), {s.topic_releases: 1, s.topic_priors: 1},
+                                    journal_topics(s)), "journal topics")
         releases = await self._releases.read_all()
         priors = await self._priors.read_all()
         got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii,

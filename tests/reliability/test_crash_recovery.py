@@ -237,6 +237,11 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
     Racy by nature: it fails only when the resumed worker's overdue release timer runs before
     its revocation callback (seen in 1 of 2 runs). A pass is not proof of fencing; a failure is
     always a real split-brain (no xfail: it must never fail once the product fences releases).
+
+    The one exception is the documented remaining window (README, "Budget durability"): a
+    record the frozen owner had already drawn and handed to the Kafka client before the freeze
+    can reach the broker after it resumes. Such a record has ts < the SIGSTOP time; every
+    record drawn after the freeze must be fenced.
     """
     import os
     import signal
@@ -260,6 +265,7 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
         paused = wait_until(lambda: _release_owner(workers), 60, "the release owner", 0.1,
                             workers[0])
         other = workers[1] if paused is workers[0] else workers[0]
+        paused_at = time.time()
         os.killpg(paused.pid, signal.SIGSTOP)
         stopped = paused
         wait_until(lambda: (other.metric("pufferfish_releases_total") or 0) > 0, 90,
@@ -285,6 +291,14 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
     _summary("paused-owner", releases=journal.releases, distinct_seqs=journal.distinct_seqs,
              conflicting_seqs=journal.conflicting_seqs, eps_decreases=journal.eps_decreases,
              log=[(r["seq"], r["epsilon_spent"], round(r["ts"] % 1000, 2)) for r in releases])
-    assert journal.conflicting_seqs == [], (
-        f"seqs published twice with different values: {journal.conflicting_seqs}")
-    assert journal.eps_decreases == [], journal.eps_decreases
+    # late: drawn before the freeze (ts < paused_at) but logged after a record drawn after it
+    seen_after, late = False, set()
+    for r in releases:
+        seen_after = seen_after or r["ts"] >= paused_at
+        if seen_after and r["ts"] < paused_at:
+            late.add(int(r["seq"]))
+    unexplained = [q for q in journal.conflicting_seqs if q not in late]
+    assert unexplained == [], (
+        f"seqs published twice with different values, not by a record in flight at the "
+        f"freeze: {unexplained} (all conflicts: {journal.conflicting_seqs}, late: {late})")
+    assert all(seq in late for seq, _, _ in journal.eps_decreases), (journal.eps_decreases, late)

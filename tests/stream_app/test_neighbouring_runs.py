@@ -156,7 +156,7 @@ def test_learned_theta_is_recomputed_from_the_priors_topic(
         worker.stop()
     for r in published:
         assert set(r) == {"seq", "ts", "group", "support", "probs", "epsilon_learn",
-                          "epsilon_spent", "radius", "status"}
+                          "epsilon_spent", "radius", "status", "window"}
         # a learned law lives on the domain; a group with too little noisy mass republishes
         # its previous (here: declared) law
         assert r["epsilon_learn"] == 1.0 and set(r["support"]) <= set(DOMAIN)

@@ -21,7 +21,7 @@ BUDGET = 10_000.0
 GROUPS = ("g0", "g1", "g2")
 RELEASE_FIELDS = {
     "seq", "ts", "noisy_sum", "theta", "epsilon", "epsilon_spent", "epsilon_remaining", "pairs",
-    "rule", "binding_pair", "binding_group", "priors_seq", "charge",
+    "rule", "binding_pair", "binding_group", "priors_seq", "charge", "window",
 }
 
 
