@@ -380,9 +380,9 @@ def faust_child(kind: str) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
+    from stream_app.faust_app import LeanApp, app_options
     from stream_app.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
-    from stream_app.worker import LeanApp, app_options
 
     s = Settings()
     registry = CollectorRegistry()

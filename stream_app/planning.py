@@ -18,8 +18,9 @@ from typing import Any, NoReturn
 from core.errors import PufferfishInputError
 from core.plan import budget_schedule
 from core.robust import noise_l1_tail
+from stream_app.config import load_settings
 from stream_app.priors import checked_start, learner_for, plan_for
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from core.errors import PufferfishInputError
 from stream_app import log_safety
-from stream_app.settings import Settings, load_settings
+from stream_app.config import load_settings
+from stream_app.settings import Settings
 from stream_app.topics import TopicSetupError, ensure_topics
 
 log = logging.getLogger("stream_app.runner")

@@ -6,19 +6,14 @@ are ``SecretStr``: they print as ``**********`` and are never logged.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
-import ssl
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
     Field,
     SecretStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -28,10 +23,8 @@ from pydantic_settings import (
     JsonConfigSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    SettingsError,
 )
 
-from core.errors import PufferfishInputError
 from core.noise import grid_contains
 from core.policy import STREAM_RULES, PairKind, Rule
 
@@ -238,80 +231,3 @@ class Settings(BaseSettings):
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
         return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
-
-    def ssl_context(self) -> ssl.SSLContext | None:
-        if "SSL" not in self.broker_security_protocol:
-            return None
-        from aiokafka.helpers import create_ssl_context
-
-        ctx: ssl.SSLContext = create_ssl_context(
-            cafile=str(self.ssl_cafile) if self.ssl_cafile else None,
-            certfile=str(self.ssl_certfile) if self.ssl_certfile else None,
-            keyfile=str(self.ssl_keyfile) if self.ssl_keyfile else None,
-        )
-        return ctx
-
-    def aiokafka_kwargs(self) -> dict[str, Any]:
-        """Connection/security keyword arguments for aiokafka clients."""
-        kw: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap,
-            "security_protocol": self.broker_security_protocol,
-        }
-        ctx = self.ssl_context()
-        if ctx is not None:
-            kw["ssl_context"] = ctx
-        if self.broker_security_protocol.startswith("SASL"):
-            kw["sasl_mechanism"] = self.sasl_mechanism
-            kw["sasl_plain_username"] = self.sasl_username
-            kw["sasl_plain_password"] = (
-                self.sasl_password.get_secret_value() if self.sasl_password else None
-            )
-        return kw
-
-    def faust_credentials(self) -> Any:
-        """Credentials object for ``faust.App(broker_credentials=...)`` or None."""
-        import faust
-
-        ctx = self.ssl_context()
-        if self.broker_security_protocol.startswith("SASL"):
-            return faust.SASLCredentials(
-                username=self.sasl_username,
-                password=self.sasl_password.get_secret_value() if self.sasl_password else None,
-                ssl_context=ctx,
-                mechanism=self.sasl_mechanism,
-            )
-        if ctx is not None:
-            return faust.SSLCredentials(ctx)
-        return None
-
-
-def _validation_message(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err.get("loc", ())) or "settings"
-    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    if not err.get("loc") and ":" in msg:
-        field, msg = (part.strip() for part in msg.split(":", 1))
-    return field, msg
-
-
-def load_settings(config: str | None = None, overrides: Mapping[str, Any] = {}) -> Settings:  # noqa: B006
-    """Settings from the environment and an optional JSON file; every problem is ONE
-    PufferfishInputError naming the field (the CLI prints it as one line, exit 2)."""
-    if config:
-        if not os.path.isfile(config):
-            raise PufferfishInputError("config", f"no such file: {config}")
-        os.environ[CONFIG_FILE_ENV] = config
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        raise PufferfishInputError(*_validation_message(exc)) from None
-    except json.JSONDecodeError as exc:
-        raise PufferfishInputError(
-            "config", f"not valid JSON ({exc.msg}, line {exc.lineno})"
-        ) from None
-    except SettingsError as exc:
-        found = re.search(r'field "([^"]+)"', str(exc))
-        raise PufferfishInputError(
-            found.group(1) if found else "settings",
-            "cannot parse the value (lists and objects are JSON)",
-        ) from None

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from stream_app.clients import aiokafka_kwargs
 from stream_app.settings import Settings
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka error code
@@ -97,7 +98,7 @@ async def ensure_topics(settings: Settings, timeout: float = 30.0) -> None:
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            await create_topics(settings.aiokafka_kwargs(), wanted_topics(settings),
+            await create_topics(aiokafka_kwargs(settings), wanted_topics(settings),
                                 journal_topics(settings))
             return
         except TopicSetupError:

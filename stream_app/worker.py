@@ -31,11 +31,12 @@ from typing import Any
 
 import faust
 import orjson
-from faust.sensors import Monitor
 from faust.stores.memory import Store as MemoryTableStore
 from faust.streams import _current_event
 from faust.types import TP
 
+from stream_app.clients import faust_credentials
+from stream_app.faust_app import LeanApp, app_options
 from stream_app.ingest import Ingest
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, dead_letter, to_bytes
@@ -45,43 +46,6 @@ from stream_app.settings import Settings
 from stream_app.state import EventRules, PartitionAggregate, UserState
 
 log = logging.getLogger(__name__)
-
-# Faust consumer/stream buffers (measured +11 % together; docs/design.md, "Throughput").
-STREAM_BUFFER_MAXSIZE = 65536
-BROKER_MAX_POLL_RECORDS = 10000
-CONSUMER_MAX_FETCH_SIZE = 4 * 1024 * 1024
-
-
-class LeanApp(faust.App):
-    """A Faust app without the Monitor sensor (+8 %): its stats feed only Faust's web views,
-    which the worker does not use; our own metrics are stream_app.metrics."""
-
-    def on_init_dependencies(self) -> Any:
-        deps = super().on_init_dependencies()
-        monitor = self._monitor
-        if isinstance(monitor, Monitor) and monitor in self.sensors:
-            self.sensors.remove(monitor)
-        return deps
-
-
-def app_options(s: Settings) -> dict[str, Any]:
-    """The Faust settings the worker and the throughput bench (bench/throughput.py) share:
-    at-least-once, one replica and no standbys, from the earliest offset, the producer batching
-    and broker timeouts from the settings, and the buffer sizes above."""
-    return {
-        "autodiscover": False, "processing_guarantee": "at_least_once",
-        "topic_partitions": s.input_partitions, "topic_replication_factor": 1,
-        "table_standby_replicas": 0, "consumer_auto_offset_reset": "earliest",
-        "producer_max_batch_size": s.producer_max_batch_size,
-        "producer_linger": s.producer_linger_seconds,
-        "stream_buffer_maxsize": STREAM_BUFFER_MAXSIZE,
-        "broker_max_poll_records": BROKER_MAX_POLL_RECORDS,
-        "consumer_max_fetch_size": CONSUMER_MAX_FETCH_SIZE,
-        "broker_session_timeout": s.broker_session_timeout,
-        "broker_rebalance_timeout": s.broker_rebalance_timeout,
-        "broker_heartbeat_interval": s.broker_heartbeat_interval,
-    }
-
 
 def partials_interval(settings: Settings) -> float:
     return min(0.25, settings.release_period_seconds / 4)
@@ -102,7 +66,7 @@ class PufferfishApp:
         self.aggregates: dict[int, PartitionAggregate] = {}
         self.ingest = Ingest(s, self.rules, self.metrics, self)
         self.app = app = LeanApp(
-            s.app_id, broker=s.broker, broker_credentials=s.faust_credentials(), store=s.store,
+            s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
             datadir=str(s.data_dir), web_enabled=s.web_port is not None, web_bind=s.web_host,
             web_port=s.web_port or 6066, web_host=s.web_host, **app_options(s),
         )

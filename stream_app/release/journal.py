@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
+from stream_app.clients import aiokafka_kwargs
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class Journal(Generic[M]):
     async def _get(self) -> AIOKafkaConsumer:
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
-                **self.settings.aiokafka_kwargs(), group_id=None, enable_auto_commit=False,
+                **aiokafka_kwargs(self.settings), group_id=None, enable_auto_commit=False,
                 auto_offset_reset="earliest",
             )
             try:

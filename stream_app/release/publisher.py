@@ -6,6 +6,7 @@ import logging
 
 from aiokafka import AIOKafkaProducer
 
+from stream_app.clients import aiokafka_kwargs
 from stream_app.metrics import Metrics
 from stream_app.release.journal import bounded, quietly
 from stream_app.settings import Settings
@@ -25,7 +26,7 @@ class Publisher:
         """Start the producer if needed (raises while the broker is unreachable)."""
         if self._producer is None:
             producer = AIOKafkaProducer(
-                **self.settings.aiokafka_kwargs(), acks="all", linger_ms=0,
+                **aiokafka_kwargs(self.settings), acks="all", linger_ms=0,
                 request_timeout_ms=SEND_TIMEOUT_MS,
             )
             try:

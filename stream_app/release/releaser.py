@@ -31,6 +31,7 @@ from fractions import Fraction
 
 from core.plan import ReleasePlan, rounds_due
 from core.robust import robust_round
+from stream_app.clients import aiokafka_kwargs
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.priors import PublicPriors, learner_for, plan_for
@@ -115,7 +116,7 @@ class Releaser:
         # The journals must exist with one partition before anything reads or writes them: a
         # broker that lost its topics would otherwise auto-create them with its default count.
         s = self.settings
-        await bounded(create_topics(s.aiokafka_kwargs(), {s.topic_releases: 1, s.topic_priors: 1},
+        await bounded(create_topics(aiokafka_kwargs(s), {s.topic_releases: 1, s.topic_priors: 1},
                                     journal_topics(s)), "journal topics")
         releases = await self._releases.read_all()
         priors = await self._priors.read_all()

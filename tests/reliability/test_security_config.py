@@ -22,6 +22,7 @@ import faust
 import pytest
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
+from stream_app.clients import aiokafka_kwargs, faust_credentials
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.settings import Settings
 from tests.reliability.harness import (
@@ -88,10 +89,10 @@ def test_sasl_ssl_reaches_faust_and_aiokafka(clean_env: pytest.MonkeyPatch,
                                              tls_files: dict[str, Path]) -> None:
     _sasl_ssl_env(clean_env, tls_files)
     settings = Settings()
-    creds = settings.faust_credentials()
+    creds = faust_credentials(settings)
     assert isinstance(creds, faust.SASLCredentials)
     _assert_sasl_ssl_auth(dict(credentials_to_aiokafka_auth(creds)))
-    _assert_sasl_ssl_auth(settings.aiokafka_kwargs())
+    _assert_sasl_ssl_auth(aiokafka_kwargs(settings))
 
 
 def test_worker_app_carries_the_credentials(clean_env: pytest.MonkeyPatch,
@@ -105,7 +106,7 @@ def test_worker_app_carries_the_credentials(clean_env: pytest.MonkeyPatch,
     assert isinstance(creds, faust.SASLCredentials)
     _assert_sasl_ssl_auth(dict(credentials_to_aiokafka_auth(creds)))
     # the release path has its own aiokafka clients: they must use the same security settings
-    _assert_sasl_ssl_auth(worker_app.releaser.settings.aiokafka_kwargs())
+    _assert_sasl_ssl_auth(aiokafka_kwargs(worker_app.releaser.settings))
 
 
 def test_password_from_json_config_file(clean_env: pytest.MonkeyPatch,
@@ -115,16 +116,16 @@ def test_password_from_json_config_file(clean_env: pytest.MonkeyPatch,
     cfg.write_text(json.dumps({"sasl_password": PASSWORD}))
     cfg.chmod(0o600)
     clean_env.setenv("PUFFERFISH_CONFIG_FILE", str(cfg))
-    _assert_sasl_ssl_auth(Settings().aiokafka_kwargs())
+    _assert_sasl_ssl_auth(aiokafka_kwargs(Settings()))
 
 
 def test_ssl_only_and_plaintext(clean_env: pytest.MonkeyPatch,
                                 tls_files: dict[str, Path]) -> None:
-    assert Settings().faust_credentials() is None
-    assert Settings().aiokafka_kwargs()["security_protocol"] == "PLAINTEXT"
+    assert faust_credentials(Settings()) is None
+    assert aiokafka_kwargs(Settings())["security_protocol"] == "PLAINTEXT"
     clean_env.setenv("PUFFERFISH_BROKER_SECURITY_PROTOCOL", "SSL")
     clean_env.setenv("PUFFERFISH_SSL_CAFILE", str(tls_files["cafile"]))
-    creds = Settings().faust_credentials()
+    creds = faust_credentials(Settings())
     assert isinstance(creds, faust.SSLCredentials)
     auth = dict(credentials_to_aiokafka_auth(creds))
     assert auth["security_protocol"] == "SSL"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from stream_app.clients import aiokafka_kwargs, faust_credentials
 from stream_app.settings import Settings
 
 
@@ -48,7 +49,7 @@ def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PUFFERFISH_SASL_PASSWORD", "hunter2")
     s = Settings(broker_security_protocol="SASL_PLAINTEXT", sasl_username="me")
     assert "hunter2" not in repr(s) and "hunter2" not in str(s.model_dump())
-    assert s.aiokafka_kwargs()["sasl_plain_password"] == "hunter2"
+    assert aiokafka_kwargs(s)["sasl_plain_password"] == "hunter2"
 
 
 @pytest.mark.parametrize(
@@ -92,14 +93,14 @@ def test_security_settings_reach_both_clients(tmp_path: Path) -> None:
 
     s = Settings(broker="kafka://h1:9093,h2:9093", broker_security_protocol="SASL_SSL",
                  sasl_mechanism="SCRAM-SHA-512", sasl_username="svc", sasl_password="pw")
-    kw = s.aiokafka_kwargs()
+    kw = aiokafka_kwargs(s)
     assert kw["bootstrap_servers"] == "h1:9093,h2:9093"
     assert kw["security_protocol"] == "SASL_SSL" and kw["sasl_mechanism"] == "SCRAM-SHA-512"
     assert kw["sasl_plain_username"] == "svc" and kw["ssl_context"] is not None
-    cred = s.faust_credentials()
+    cred = faust_credentials(s)
     assert isinstance(cred, faust.SASLCredentials) and cred.username == "svc"
     assert cred.ssl_context is not None
     plain = Settings()
-    assert plain.faust_credentials() is None and "ssl_context" not in plain.aiokafka_kwargs()
-    assert isinstance(Settings(broker_security_protocol="SSL").faust_credentials(),
+    assert faust_credentials(plain) is None and "ssl_context" not in aiokafka_kwargs(plain)
+    assert isinstance(faust_credentials(Settings(broker_security_protocol="SSL")),
                       faust.SSLCredentials)

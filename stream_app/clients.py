@@ -1,0 +1,56 @@
+"""Kafka client options from the settings: one place for TLS and SASL (aiokafka and Faust)."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from stream_app.settings import Settings
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    if "SSL" not in settings.broker_security_protocol:
+        return None
+    from aiokafka.helpers import create_ssl_context
+
+    ctx: ssl.SSLContext = create_ssl_context(
+        cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None,
+        certfile=str(settings.ssl_certfile) if settings.ssl_certfile else None,
+        keyfile=str(settings.ssl_keyfile) if settings.ssl_keyfile else None,
+    )
+    return ctx
+
+
+def aiokafka_kwargs(settings: Settings) -> dict[str, Any]:
+    """Connection/security keyword arguments for aiokafka clients."""
+    kw: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap,
+        "security_protocol": settings.broker_security_protocol,
+    }
+    ctx = ssl_context(settings)
+    if ctx is not None:
+        kw["ssl_context"] = ctx
+    if settings.broker_security_protocol.startswith("SASL"):
+        kw["sasl_mechanism"] = settings.sasl_mechanism
+        kw["sasl_plain_username"] = settings.sasl_username
+        kw["sasl_plain_password"] = (
+            settings.sasl_password.get_secret_value() if settings.sasl_password else None
+        )
+    return kw
+
+
+def faust_credentials(settings: Settings) -> Any:
+    """Credentials object for ``faust.App(broker_credentials=...)`` or None."""
+    import faust
+
+    ctx = ssl_context(settings)
+    if settings.broker_security_protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password.get_secret_value() if settings.sasl_password else None,
+            ssl_context=ctx,
+            mechanism=settings.sasl_mechanism,
+        )
+    if ctx is not None:
+        return faust.SSLCredentials(ctx)
+    return None

@@ -1,0 +1,46 @@
+"""The Faust application class and the Faust settings of a worker (docs/design.md, "Throughput")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+from faust.sensors import Monitor
+
+from stream_app.settings import Settings
+
+# Faust consumer/stream buffers (measured +11 % together; docs/design.md, "Throughput").
+STREAM_BUFFER_MAXSIZE = 65536
+BROKER_MAX_POLL_RECORDS = 10000
+CONSUMER_MAX_FETCH_SIZE = 4 * 1024 * 1024
+
+
+class LeanApp(faust.App):
+    """A Faust app without the Monitor sensor (+8 %): its stats feed only Faust's web views,
+    which the worker does not use; our own metrics are stream_app.metrics."""
+
+    def on_init_dependencies(self) -> Any:
+        deps = super().on_init_dependencies()
+        monitor = self._monitor
+        if isinstance(monitor, Monitor) and monitor in self.sensors:
+            self.sensors.remove(monitor)
+        return deps
+
+
+def app_options(s: Settings) -> dict[str, Any]:
+    """The Faust settings the worker and the throughput bench (bench/throughput.py) share:
+    at-least-once, one replica and no standbys, from the earliest offset, the producer batching
+    and broker timeouts from the settings, and the buffer sizes above."""
+    return {
+        "autodiscover": False, "processing_guarantee": "at_least_once",
+        "topic_partitions": s.input_partitions, "topic_replication_factor": 1,
+        "table_standby_replicas": 0, "consumer_auto_offset_reset": "earliest",
+        "producer_max_batch_size": s.producer_max_batch_size,
+        "producer_linger": s.producer_linger_seconds,
+        "stream_buffer_maxsize": STREAM_BUFFER_MAXSIZE,
+        "broker_max_poll_records": BROKER_MAX_POLL_RECORDS,
+        "consumer_max_fetch_size": CONSUMER_MAX_FETCH_SIZE,
+        "broker_session_timeout": s.broker_session_timeout,
+        "broker_rebalance_timeout": s.broker_rebalance_timeout,
+        "broker_heartbeat_interval": s.broker_heartbeat_interval,
+    }
