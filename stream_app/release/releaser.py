@@ -219,6 +219,7 @@ class Releaser:
         total_units, _, newest = combine(self._partials())
         value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
+        self.ledger.roll(now)  # the record's window is the one of its ts (charge fits: fresh)
         noisy = plan.draw(value)
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         record = Release(
@@ -248,6 +249,7 @@ class Releaser:
             return None
         _, sums, _ = combine(self._partials())
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
+        self.ledger.roll(now)  # the record's window is the one of its ts (charge fits: fresh)
         learned = robust_round(learner, sums, self.laws, self.radii, s.prior_confidence_beta)
         seq = self.ledger.charge_round(learner.charge())
         records = [
