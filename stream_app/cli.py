@@ -1,9 +1,9 @@
 """The ``pufferfish`` command line (also ``python -m stream_app``).
 
 ``calibrate`` and ``audit`` run here on core.spec (no Faust import: they must start fast);
-``run``, ``plan``, ``demo`` and ``reproduce`` forward the rest of argv to their module's
-``main(argv)``, imported lazily. Every input error is ONE line on stderr, exit status 2, never a
-traceback.
+``run``, ``plan``, ``demo``, ``reproduce``, ``schema``, ``send`` and ``tail`` forward the rest
+of argv to their module's ``main(argv)``, imported lazily. Every input error is ONE line on
+stderr, exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from core.errors import PufferfishInputError
+from stream_app import __version__
 
 PROG = "pufferfish"
 EXIT_INPUT_ERROR = 2
@@ -27,6 +28,9 @@ FORWARDED: dict[str, tuple[str, str]] = {
     "plan": ("stream_app.planning", "theta, charge and budget lifetime of a configuration"),
     "demo": ("stream_app.local.demo", "run the end-to-end demo on an embedded broker"),
     "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
+    "schema": ("stream_app.contracts.schema", "write the topic JSON Schemas + AsyncAPI"),
+    "send": ("stream_app.tools.send", "send reports, joins and leaves from a JSONL file or stdin"),
+    "tail": ("stream_app.tools.tail", "follow the releases and priors topics"),
 }
 
 
@@ -104,6 +108,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog=PROG, description="Pufferfish-private streaming sums.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     calibrate = commands.add_parser("calibrate", help="noise scale theta for a secret-pair spec")
     calibrate.add_argument("--epsilon", type=float, required=True, help="privacy budget > 0")

@@ -329,3 +329,18 @@ def test_missing_forwarded_module_is_one_line(
     assert cli.main(["demo", "--fast"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("pufferfish: error: demo: ")
+
+
+def test_version_comes_from_the_one_place(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+    from pathlib import Path
+
+    import stream_app
+    from stream_app import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"pufferfish {stream_app.__version__}"
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and project["dynamic"] == ["version"]
