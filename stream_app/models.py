@@ -26,57 +26,122 @@ class _Wire(BaseModel):
 M = TypeVar("M", bound=_Wire)
 
 
+_USER_ID = (
+    "The user's id, 1 to 128 characters. The record key must be this id as UTF-8 bytes "
+    "(else key_mismatch), and the record's partition murmur2(key) mod input_partitions "
+    "(else wrong_partition)."
+)
+_EVENT_TS = "Event time: seconds since the Unix epoch, a JSON number >= 0."
+
+
 class Report(_Wire):
-    user_id: Identifier
-    value: Annotated[float, Field(strict=True)]
-    report_id: Identifier
-    ts: Timestamp
+    """One value reported by a user (topic ``reports``)."""
+
+    user_id: Identifier = Field(description=_USER_ID)
+    value: Annotated[float, Field(
+        strict=True,
+        description="The reported value: a finite JSON number (not a string) in the configured "
+        "domain (else out_of_domain). A present user's newest report (by ts) is what counts "
+        "in the sum.")]
+    report_id: Identifier = Field(
+        description="Unique per user, 1 to 128 characters: an id among the user's last "
+        "dedup_window report ids is dead-lettered duplicate_report.")
+    ts: Timestamp = Field(description=_EVENT_TS)
 
 
 class Membership(_Wire):
-    user_id: Identifier
-    event: Literal["join", "leave"]
-    group: Identifier | None = None
-    ts: Timestamp
+    """A user joins or leaves (topic ``membership``)."""
+
+    user_id: Identifier = Field(description=_USER_ID)
+    event: Literal["join", "leave"] = Field(
+        description="join: the user becomes present (already present: already_present); "
+        "leave: the user is no longer counted (not present: unknown_user).")
+    group: Identifier | None = Field(
+        default=None,
+        description="The group a join enters, one of the configured groups (else "
+        "unknown_group). Absent or null: the user's previous group, else default_group. "
+        "Not used by a leave.")
+    ts: Timestamp = Field(description=_EVENT_TS)
+
+
+_CLOCK_TS = "Public clock reading: seconds since the Unix epoch."
+_WINDOW = (
+    "Privacy window of the charge, floor(ts / budget_window_seconds): the budget renews each "
+    "window. Null (or absent, in older records) when budget_window_seconds is not set."
+)
 
 
 class Release(_Wire):
-    seq: int = Field(ge=1)
-    ts: float
-    noisy_sum: float
-    theta: float = Field(ge=0)
-    epsilon: float = Field(gt=0)
-    epsilon_spent: float = Field(ge=0)
-    epsilon_remaining: float
-    pairs: list[str]
-    rule: str
-    binding_pair: str | None = None
-    binding_group: str | None = None
-    priors_seq: int = Field(default=0, ge=0)  # the learning round theta was calibrated on
-    charge: float = Field(default=0.0, ge=0)  # epsilon this release spent
-    window: int | None = None  # privacy window floor(ts / budget_window_seconds); None: none
+    """One noisy sum and its budget charge (topic ``releases``, the budget journal)."""
+
+    seq: int = Field(ge=1, description="Release number: 1, 2, ... in publication order, never "
+                     "reused (the journal's order, across restarts).")
+    ts: float = Field(description=_CLOCK_TS)
+    noisy_sum: float = Field(
+        description="The sum of the present users' newest reported values plus discrete "
+        "Laplace noise of scale theta on the 2^grid_log2 grid.")
+    theta: float = Field(
+        ge=0, description="Laplace noise scale, calibrated from public inputs only (the "
+        "settings and the published laws), never from the data.")
+    epsilon: float = Field(gt=0, description="The configured epsilon per release.")
+    epsilon_spent: float = Field(
+        ge=0, description="Budget spent so far (in this window, if any), releases and learning "
+        "rounds together, this release's charge included.")
+    epsilon_remaining: float = Field(
+        description="budget_total - epsilon_spent (at least 0).")
+    pairs: list[str] = Field(
+        description="The secret pairs protected: value_change, value_presence, "
+        "distribution_presence, distribution_change.")
+    rule: str = Field(
+        description="The calibration rule: kantorovich, exact, bound or relaxed.")
+    binding_pair: str | None = Field(
+        default=None, description="The pair whose theta is the largest (it sets theta); "
+        "null: no pair needs noise.")
+    binding_group: str | None = Field(
+        default=None, description="The group of binding_pair; null: none.")
+    priors_seq: int = Field(
+        default=0, ge=0, description="The learning round (seq on topic priors) whose laws "
+        "theta was calibrated on; 0: the configured laws, before any round.")
+    charge: float = Field(
+        default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
+        "spread / theta) (0 in records older than this field).")
+    window: int | None = Field(default=None, description=_WINDOW)
 
 
 class PriorsRecord(_Wire):
     """One group's law in one learning round (topic ``priors``; seq 0 = the settings' laws)."""
 
-    seq: int = Field(ge=1)
-    ts: float
-    group: str
-    support: list[float]
-    probs: list[float]
-    epsilon_learn: float = Field(gt=0)
-    epsilon_spent: float = Field(ge=0)  # the accountant after this round's charge
-    radius: float = Field(default=0.0, ge=0, le=2)  # L1 radius of the true law around probs
-    status: Literal["learned", "low_mass", "void"] = "learned"  # low_mass/void: law kept
-    window: int | None = None  # privacy window of the charge (see Release.window)
+    seq: int = Field(ge=1, description="Learning round number: 1, 2, ...; one record per "
+                     "configured group per round, all with the round's seq.")
+    ts: float = Field(description=_CLOCK_TS)
+    group: str = Field(description="The configured group whose law this is.")
+    support: list[float] = Field(
+        description="The values of the law, sorted, within the configured domain.")
+    probs: list[float] = Field(
+        description="The probability of each support value (same length; sums to 1).")
+    epsilon_learn: float = Field(gt=0, description="Epsilon charged for this round.")
+    epsilon_spent: float = Field(
+        ge=0, description="Budget spent after this round's charge (in this window, if any).")
+    radius: float = Field(
+        default=0.0, ge=0, le=2, description="L1 radius around probs that holds the true law "
+        "with probability at least 1 - prior_confidence_beta (2: anything); theta is robust "
+        "over it.")
+    status: Literal["learned", "low_mass", "void"] = Field(
+        default="learned", description="learned: a new law; low_mass (noisy mass below "
+        "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
+        "radius are kept.")
+    window: int | None = Field(default=None, description=_WINDOW)
 
 
 class DeadLetter(_Wire):
-    source_topic: str
-    raw: str
-    reason: str
-    ts: float
+    """A rejected input record (topic ``deadletter``); it changed no state."""
+
+    source_topic: str = Field(description="The input topic the record was read from.")
+    raw: str = Field(
+        description="The record's value: its first 256 bytes as text, invalid UTF-8 escaped "
+        "as \\xNN; empty for a null value.")
+    reason: str = Field(description="Why it was rejected: one fixed label (REJECT_REASONS).")
+    ts: float = Field(description="When the worker rejected it: seconds since the Unix epoch.")
 
 
 class Partial(_Wire):
