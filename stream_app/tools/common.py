@@ -1,0 +1,113 @@
+"""What ``send`` and ``tail`` share: one-line errors, quiet Kafka logs, bounded broker calls.
+
+Every broker problem at start-up (refused, no answer, TLS/SASL failure) becomes ONE
+``PufferfishInputError("bootstrap_servers", ...)``: the command prints it as
+``pufferfish: error: bootstrap_servers: ...`` and exits 2, within ``--timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Mapping
+from typing import Any, NoReturn, TypeVar
+
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError
+
+from core.errors import PufferfishInputError
+from stream_app.settings import Settings
+
+T = TypeVar("T")
+BROKER_FIELD = "bootstrap_servers"
+DEFAULT_TIMEOUT = 10.0
+EXIT_OK, EXIT_PARTIAL, EXIT_ERROR = 0, 1, 2
+
+_abandoned: set[asyncio.Future[Any]] = set()  # calls that ignored their deadline
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one PufferfishInputError (one line, exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise PufferfishInputError("arguments", message)
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return value
+
+
+def fail(exc: BaseException | str) -> int:
+    """Print ``pufferfish: error: <field>: <message>`` on one line; exit status 2."""
+    print(f"pufferfish: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+    return EXIT_ERROR
+
+
+def quiet_kafka_logs() -> None:
+    """aiokafka logs every refused connection at ERROR: the tools report problems themselves."""
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL + 1)
+
+
+def broker_error(settings: Settings, problem: str, step: str = "") -> PufferfishInputError:
+    """``bootstrap_servers: <problem> <broker> [(step)]``: what went wrong with which broker."""
+    where = f" ({step})" if step else ""
+    return PufferfishInputError(BROKER_FIELD, f"{problem} {settings.bootstrap}{where}")
+
+
+async def bounded(aw: Awaitable[T], seconds: float, settings: Settings, what: str) -> T:
+    """Await ``aw`` for at most ``seconds``; a late call is cancelled and left behind (aiokafka
+    calls may ignore cancellation on a dead connection), the error names the broker."""
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        _abandoned.add(task)
+        task.add_done_callback(_abandoned.discard)
+        raise broker_error(settings, f"no answer in {seconds:g} s from", what)
+    if task.cancelled():
+        raise broker_error(settings, "call cancelled inside the Kafka client for", what)
+    exc = task.exception()
+    if isinstance(exc, PufferfishInputError):
+        raise exc
+    if isinstance(exc, KafkaConnectionError):
+        raise broker_error(settings, "cannot connect to", what) from None
+    if exc is not None:
+        raise broker_error(settings, f"{type(exc).__name__} ({exc}) from", what) from None
+    return task.result()
+
+
+async def quietly(aw: Awaitable[object], seconds: float) -> None:
+    """Stop a client: bounded, errors ignored (it is being dropped anyway)."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        _abandoned.add(task)
+        task.add_done_callback(_abandoned.discard)
+    elif not task.cancelled():
+        task.exception()  # retrieved: no "exception was never retrieved" at exit
+
+
+async def partition_counts(client_kwargs: Mapping[str, Any], settings: Settings,
+                           timeout: float) -> dict[str, int]:
+    """Partition count of every topic on the broker (asks for all topics: never auto-creates
+    one). Also the reachability check: BROKER_FIELD error after ``timeout`` s."""
+    client = AIOKafkaClient(**client_kwargs, request_timeout_ms=int(timeout * 1000))
+    try:
+        await bounded(client.bootstrap(), timeout, settings, "connect")
+        cluster = await bounded(client.fetch_all_metadata(), timeout, settings, "metadata")
+    finally:
+        await quietly(client.close(), timeout)
+    return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}

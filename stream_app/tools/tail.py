@@ -1,0 +1,167 @@
+"""``pufferfish tail``: follow the ``releases`` and ``priors`` topics, one line per record.
+
+``pufferfish tail [--config FILE] [--json] [--from-beginning] [--topics releases,priors]
+[--max N] [--timeout S]``. Human lines by default (``release seq=… theta=… noisy_sum=…
+epsilon_spent=spent/total …``, ``priors seq=… group=… status=… radius=… law={…}``), or each
+record's JSON as published with --json. Starts at the end (new records only) unless
+--from-beginning; stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do
+not exist yet are waited for. A broker that does not answer within --timeout: one line
+``pufferfish: error: bootstrap_servers: ...``, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from pydantic import ValidationError
+
+from core.errors import PufferfishInputError
+from stream_app.clients import aiokafka_kwargs
+from stream_app.config import load_settings
+from stream_app.models import PriorsRecord, Release
+from stream_app.settings import Settings
+from stream_app.tools import common
+
+KINDS = ("releases", "priors")
+WAIT_NOTE_SECONDS = 1.0  # metadata re-check while a topic does not exist yet
+
+
+def release_line(r: Release) -> str:
+    total = r.epsilon_spent + r.epsilon_remaining
+    window = "" if r.window is None else f" window={r.window}"
+    return (f"release seq={r.seq} theta={r.theta:.6g} noisy_sum={r.noisy_sum:.6g} "
+            f"charge={r.charge:.6g} epsilon_spent={r.epsilon_spent:.6g}/{total:.6g} "
+            f"priors_seq={r.priors_seq}{window}")
+
+
+def priors_line(p: PriorsRecord) -> str:
+    law = ", ".join(f"{x:g}:{q:.3f}" for x, q in zip(p.support, p.probs, strict=False))
+    return (f"priors seq={p.seq} group={p.group} status={p.status} radius={p.radius:.4g} "
+            f"epsilon_learn={p.epsilon_learn:g} epsilon_spent={p.epsilon_spent:.6g} "
+            f"law={{{law}}}")
+
+
+def render(kind: str, raw: bytes | None, as_json: bool) -> str | None:
+    """The line for one record of ``kind`` (releases or priors); None if it is unreadable."""
+    try:
+        if as_json:
+            text = (raw or b"").decode("utf-8").strip()
+            doc = json.loads(text)
+            if not isinstance(doc, dict):
+                return None
+            return text if "\n" not in text else json.dumps(doc)
+        if kind == "releases":
+            return release_line(Release.model_validate_json(raw or b""))
+        return priors_line(PriorsRecord.model_validate_json(raw or b""))
+    except (ValueError, ValidationError):  # JSON, UTF-8 and schema errors
+        return None
+
+
+def chosen_topics(settings: Settings, spec: str) -> dict[str, str]:
+    """``--topics`` (kinds or configured topic names, comma-separated) -> {topic: kind}."""
+    names = {"releases": settings.topic_releases, "priors": settings.topic_priors}
+    chosen: dict[str, str] = {}
+    for item in (part.strip() for part in spec.split(",")):
+        kind = next((k for k, t in names.items() if item in (k, t)), None)
+        if kind is None:
+            raise PufferfishInputError("--topics", f"unknown topic {item!r} (choose from "
+                                       f"{', '.join(KINDS)})")
+        chosen[names[kind]] = kind
+    return chosen
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def _partitions(settings: Settings, topics: Sequence[str], timeout: float) -> dict[str, int]:
+    """Partition counts of ``topics``, waiting (noted once on stderr) until they all exist."""
+    noted = False
+    while True:
+        counts = await common.partition_counts(aiokafka_kwargs(settings), settings, timeout)
+        missing = [t for t in topics if not counts.get(t)]
+        if not missing:
+            return counts
+        if not noted:
+            _say(f"pufferfish tail: waiting for topic {', '.join(map(repr, missing))} "
+                 "(a worker creates it at start)")
+            noted = True
+        await asyncio.sleep(WAIT_NOTE_SECONDS)
+
+
+async def follow(settings: Settings, topics: dict[str, str], as_json: bool,
+                 from_beginning: bool, limit: int | None, timeout: float) -> None:
+    counts = await _partitions(settings, list(topics), timeout)
+    consumer = AIOKafkaConsumer(
+        **aiokafka_kwargs(settings), group_id=None, enable_auto_commit=False,
+        auto_offset_reset="earliest" if from_beginning else "latest",
+        request_timeout_ms=int(timeout * 1000),
+    )
+    try:
+        await common.bounded(consumer.start(), timeout, settings, "connect")
+        tps = [TopicPartition(t, p) for t in topics for p in range(counts[t])]
+        consumer.assign(tps)
+        seek = consumer.seek_to_beginning if from_beginning else consumer.seek_to_end
+        await common.bounded(seek(*tps), timeout, settings, "seek")
+        printed = 0
+        while limit is None or printed < limit:
+            batch = await consumer.getmany(timeout_ms=1000)
+            records: list[ConsumerRecord[Any, Any]] = list(
+                heapq.merge(*batch.values(), key=lambda r: r.timestamp))
+            for rec in records:
+                line = render(topics[rec.topic], rec.value, as_json)
+                if line is None:
+                    _say(f"pufferfish: warning: {rec.topic}: offset {rec.offset}: "
+                         "unreadable record skipped")
+                    continue
+                print(line, flush=True)
+                printed += 1
+                if limit is not None and printed >= limit:
+                    break
+    finally:
+        await common.quietly(consumer.stop(), timeout)
+
+
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = common.OneLineParser(prog="pufferfish tail", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser.add_argument("--json", action="store_true", help="each record's JSON, one per line")
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="read the topics' history first (default: new records only)")
+    parser.add_argument("--topics", default=",".join(KINDS),
+                        help="comma-separated: releases, priors (default: both)")
+    parser.add_argument("--max", type=_positive_int, metavar="N",
+                        help="stop after N records (default: follow until Ctrl-C)")
+    parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,
+                        help="seconds to wait for the broker at start (default 10)")
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+        settings = load_settings(args.config)
+        topics = chosen_topics(settings, args.topics)
+    except PufferfishInputError as exc:
+        return common.fail(exc)
+    common.quiet_kafka_logs()
+    try:
+        asyncio.run(follow(settings, topics, args.json, args.from_beginning, args.max,
+                           args.timeout))
+    except PufferfishInputError as exc:
+        return common.fail(exc)
+    except KeyboardInterrupt:
+        return common.EXIT_OK
+    except BrokenPipeError:  # e.g. `pufferfish tail | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return common.EXIT_OK
