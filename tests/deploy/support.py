@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import socket
-from collections.abc import Iterable, Iterator
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +129,74 @@ def settings_from_env(env: dict[str, Any]) -> Settings:
         for key, value in env.items():
             mp.setenv(key, str(value))
         return Settings()
+
+
+# --- a real Prometheus on loopback (Debian package) with the project's config ----------------
+
+def prometheus_scrape_config(
+    worker_targets: Sequence[str], prom_port: int, interval: str = "1s"
+) -> dict[str, Any]:
+    """deploy/prometheus/prometheus.yml with only its targets and intervals changed."""
+    config: dict[str, Any] = load_yaml(PROMETHEUS_CONFIG)
+    config["global"]["scrape_interval"] = interval
+    config["global"]["evaluation_interval"] = interval
+    config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / f) for f in config["rule_files"]]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    jobs["pufferfish"].pop("dns_sd_configs")
+    jobs["pufferfish"]["static_configs"] = [{"targets": list(worker_targets)}]
+    jobs["prometheus"]["static_configs"] = [{"targets": [f"127.0.0.1:{prom_port}"]}]
+    return config
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """SIGTERM the process group a `start_new_session=True` child leads, SIGKILL after grace."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=grace)
+
+
+def _prometheus_ready(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    url = f"http://127.0.0.1:{port}/-/ready"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - loopback
+                if resp.read().startswith(b"Prometheus"):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+@contextmanager
+def running_prometheus(
+    workdir: Path, worker_targets: Sequence[str], interval: str = "1s"
+) -> Iterator[int]:
+    """A Prometheus scraping `worker_targets` (host:port) every `interval`; yields its port.
+    Log: workdir/prometheus.log; stopped (process group) on exit."""
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not found: apt-get install prometheus (scripts/test.sh does)"
+    log_path = workdir / "prometheus.log"
+    for _attempt in range(3):  # the free port may be taken before Prometheus binds it
+        port = free_port()
+        config = workdir / "prometheus.yml"
+        config.write_text(yaml.safe_dump(prometheus_scrape_config(worker_targets, port, interval)))
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            if _prometheus_ready(proc, port, timeout=30):
+                yield port
+                return
+        finally:
+            stop_process_group(proc)
+    pytest.fail(f"prometheus did not start: {log_path.read_text()[-2000:]}")

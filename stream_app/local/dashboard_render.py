@@ -1,0 +1,353 @@
+"""Render the Grafana dashboard's panels from a real Prometheus into PNGs (no Grafana needed).
+
+For every panel, each target's PromQL (Grafana variables replaced by concrete values) is asked
+of Prometheus' /api/v1/query_range over the last --minutes and every series is plotted under the
+panel's title: one PNG per panel, dashboard.png with all panels on the dashboard's grid, and
+summary.json (series per target). Exit 0: all rendered; 1: some query failed (its panel says
+why); 2: bad arguments, unreadable dashboard or Prometheus unreachable (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DASHBOARD = (
+    Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dashboards" / "pufferfish.json"
+)
+DEFAULT_VARS = {"job": "pufferfish", "instance": ".+"}
+POINTS = 240  # samples per series over the range (Grafana's resolution is similar)
+_VAR = re.compile(r"\$\{(\w+)(?::[\w]+)?\}|\$(\w+)|\[\[(\w+)\]\]")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+class RenderError(RuntimeError):
+    """A one-line reason to stop (exit 2)."""
+
+
+@dataclass
+class Series:
+    label: str
+    times: list[float]
+    values: list[float]
+
+
+@dataclass
+class Target:
+    ref: str
+    expr: str
+    query: str
+    legend: str | None
+    series: list[Series] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Panel:
+    id: int
+    title: str
+    kind: str
+    unit: str
+    grid: tuple[int, int, int, int]  # x, y, w, h on Grafana's 24-column grid
+    targets: list[Target]
+    png: str = ""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a Prometheus duration ("15s", "1m30s")."""
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise RenderError(f"not a Prometheus duration: {text!r}")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+def substitute(expr: str, variables: dict[str, str]) -> str:
+    """expr with $name, ${name} and [[name]] replaced; an unknown variable is an error."""
+    def one(match: re.Match[str]) -> str:
+        name = next(g for g in match.groups() if g)
+        if name not in variables:
+            raise RenderError(f"unknown variable ${name} in {expr!r}: pass --var {name}=VALUE")
+        return variables[name]
+    return _VAR.sub(one, expr)
+
+
+def dashboard_vars(dashboard: dict[str, Any]) -> dict[str, str]:
+    """The current values of the dashboard's own variables (a multi-value as a regex)."""
+    out = {}
+    for var in dashboard.get("templating", {}).get("list", []):
+        value = var.get("current", {}).get("value")
+        if value in (None, "$__all", ["$__all"]):
+            value = var.get("allValue") or ".+"
+        out[var["name"]] = "|".join(value) if isinstance(value, list) else str(value)
+    return out
+
+
+def time_vars(range_s: float, step: float, scrape: float) -> dict[str, str]:
+    rate = max(step + scrape, 4 * scrape)  # Grafana's $__rate_interval
+    return {"__interval": f"{step:g}s", "__interval_ms": f"{step * 1000:g}",
+            "__rate_interval": f"{rate:g}s", "__range": f"{range_s:g}s",
+            "__range_s": f"{range_s:g}", "__range_ms": f"{range_s * 1000:g}"}
+
+
+def _get(url: str, timeout: float = 10.0) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - operator's URL
+            return dict(json.loads(resp.read()))
+    except urllib.error.HTTPError as exc:  # 400/422 carry {"status": "error", "error": ...}
+        try:
+            return dict(json.loads(exc.read()))
+        except ValueError:
+            return {"status": "error", "error": f"HTTP {exc.code}"}
+
+
+class Prometheus:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    def call(self, path: str, **params: Any) -> dict[str, Any]:
+        full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            return _get(full)
+        except (OSError, ValueError) as exc:
+            raise RenderError(f"cannot reach Prometheus at {self.url}: {exc}") from exc
+
+    def scrape_interval(self) -> float:
+        """The global scrape_interval of the server's loaded config (15 s if it cannot say)."""
+        config = self.call("/api/v1/status/config").get("data", {}).get("yaml", "")
+        found = re.search(r"^\s*scrape_interval:\s*(\S+)", config, re.M)
+        return parse_duration(found.group(1)) if found else 15.0
+
+    def range_query(self, target: Target, start: float, end: float, step: float) -> None:
+        answer = self.call("/api/v1/query_range", query=target.query, start=start, end=end,
+                           step=step)
+        if answer.get("status") != "success":
+            target.error = f"{answer.get('errorType', 'error')}: {answer.get('error', answer)}"
+            return
+        for result in answer["data"]["result"]:
+            labels = result.get("metric", {})
+            times = [float(t) for t, _ in result["values"]]
+            values = [float(v) for _, v in result["values"]]
+            target.series.append(Series(_legend(target, labels), times, values))
+
+
+def _legend(target: Target, labels: dict[str, str]) -> str:
+    if target.legend and target.legend != "__auto":
+        return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), target.legend)
+    shown = {k: v for k, v in labels.items() if k != "__name__"}
+    if not shown:
+        return target.expr if len(target.expr) <= 40 else target.ref
+    pairs = ", ".join(f'{k}="{v}"' for k, v in shown.items())
+    return labels.get("__name__", "") + "{" + pairs + "}"
+
+
+def load_panels(dashboard: dict[str, Any], variables: dict[str, str]) -> list[Panel]:
+    panels: list[Panel] = []
+    for raw in _walk(dashboard.get("panels", [])):
+        if not raw.get("targets"):
+            continue
+        pos = raw.get("gridPos", {})
+        targets = [Target(t.get("refId", "?"), t["expr"], substitute(t["expr"], variables),
+                          t.get("legendFormat")) for t in raw["targets"] if "expr" in t]
+        panels.append(Panel(int(raw.get("id", len(panels) + 1)), raw.get("title", ""),
+                            raw.get("type", "timeseries"),
+                            raw.get("fieldConfig", {}).get("defaults", {}).get("unit", ""),
+                            (pos.get("x", 0), pos.get("y", 0), pos.get("w", 12), pos.get("h", 8)),
+                            targets))
+    return panels
+
+
+def _walk(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [q for p in panels for q in [p, *_walk(p.get("panels", []))]]
+
+
+def fmt(value: float, unit: str) -> str:
+    if not math.isfinite(value):
+        return str(value)
+    if unit == "s":
+        return f"{value * 1000:.3g} ms" if 0 < abs(value) < 1 else f"{value:.3g} s"
+    suffix = {"ops": " /s", "percentunit": ""}.get(unit, "")
+    return f"{value * 100:.3g}%" if unit == "percentunit" else f"{value:.4g}{suffix}"
+
+
+def draw(ax: Any, panel: Panel, start: float, end: float) -> None:
+    import matplotlib.dates as mdates
+
+    ax.set_title(panel.title, loc="left", fontsize=10, fontweight="bold")
+    errors = [f"{t.ref}: {t.error}" for t in panel.targets if t.error]
+    series = [s for t in panel.targets for s in t.series]
+    when = [datetime.fromtimestamp(x, UTC) for x in (start, end)]
+    ax.set_xlim(*when)
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))  # type: ignore[no-untyped-call]
+    ax.tick_params(labelsize=7)
+    for s in series:
+        t = [datetime.fromtimestamp(x, UTC) for x in s.times]
+        if panel.kind == "stat":
+            ax.fill_between(t, s.values, alpha=0.15)
+        else:  # a point with no finite neighbour would be invisible as a line alone
+            ok = [math.isfinite(v) for v in s.values]
+            lonely = any(f and not any(ok[max(i - 1, 0):i] + ok[i + 1:i + 2])
+                         for i, f in enumerate(ok))
+            ax.plot(t, s.values, label=s.label, linewidth=1.4, marker="o" if lonely else None,
+                    markersize=2.5)
+    if panel.kind == "stat":
+        ax.set_xticks([])
+        ax.set_yticks([])
+        last = [next((v for v in reversed(s.values) if math.isfinite(v)), math.nan)
+                for s in series]
+        text = "\n".join(fmt(v, panel.unit) for v in last[:3]) or "No data"
+        ax.text(0.5, 0.45, text, transform=ax.transAxes, ha="center", va="center",
+                fontsize=22 if len(last) <= 1 else 14, fontweight="bold", color="#1f6f3f")
+    elif series:
+        ax.grid(alpha=0.3)
+        if panel.unit not in ("", "short", "none"):
+            ax.set_ylabel({"s": "seconds", "ops": "per second"}.get(panel.unit, panel.unit),
+                          fontsize=8)
+        ax.legend(fontsize=7, loc="upper left", ncol=1 + len(series) // 6, framealpha=0.6)
+    else:
+        ax.text(0.5, 0.5, "No data", transform=ax.transAxes, ha="center", va="center")
+    if errors:
+        ax.text(0.01, 0.02, "\n".join(errors)[:300], transform=ax.transAxes, fontsize=7,
+                color="#b00020", va="bottom", wrap=True)
+
+
+WIDTH, ROW, HEADER = 16.0, 0.42, 0.55  # inches: figure width, one grid row, the title band
+# inches kept around a panel's plot: left, right, top (its title), bottom (its time axis)
+PADS = {"stat": (0.15, 0.15, 0.32, 0.12), "timeseries": (0.65, 0.15, 0.32, 0.42)}
+
+
+def _box(panel: Panel, fig_height: float) -> tuple[float, float, float, float]:
+    """The panel's plot rectangle in figure coordinates (the dashboard's 24-column grid)."""
+    x, y, w, h = panel.grid
+    unit = WIDTH / 24
+    left, right, top, bottom = PADS.get(panel.kind, PADS["timeseries"])
+    plot_top = HEADER + y * ROW + top
+    height = h * ROW - top - bottom
+    return ((x * unit + left) / WIDTH, 1 - (plot_top + height) / fig_height,
+            (w * unit - left - right) / WIDTH, height / fig_height)
+
+
+def png_name(panel: Panel) -> str:
+    title = panel.title.lower().replace("θ", "theta").replace("ε", "epsilon")
+    slug = re.sub(r"[^a-z0-9]+", "-", title).strip("-")[:50]
+    return f"panel-{panel.id:02d}-{slug}.png"
+
+
+def render(panels: list[Panel], out: Path, start: float, end: float, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    for panel in panels:
+        _, _, w, h = panel.grid
+        fig, ax = plt.subplots(figsize=(max(w * 0.6, 5.0), max(h * 0.55, 2.6)), dpi=100)
+        draw(ax, panel, start, end)
+        fig.tight_layout()
+        panel.png = png_name(panel)
+        fig.savefig(out / panel.png)
+        plt.close(fig)
+    rows = max((p.grid[1] + p.grid[3] for p in panels), default=1)
+    height = HEADER + rows * ROW
+    fig = plt.figure(figsize=(WIDTH, height), dpi=80)
+    for panel in panels:
+        draw(fig.add_axes(_box(panel, height)), panel, start, end)
+    first, last = (datetime.fromtimestamp(t, UTC) for t in (start, end))
+    fig.suptitle(f"{title}   {first:%Y-%m-%d %H:%M:%S} → {last:%H:%M:%S} UTC", fontsize=13,
+                 x=0.01, y=1 - 0.12 / height, ha="left", va="top")
+    fig.savefig(out / "dashboard.png")
+    plt.close(fig)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2 (not argparse's usage block)
+        raise RenderError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m stream_app.local.dashboard_render",
+                description=__doc__.splitlines()[0])
+    p.add_argument("--prometheus", required=True,
+                   help="Prometheus base URL, e.g. http://127.0.0.1:9090")
+    p.add_argument("--out", required=True, type=Path, help="directory for the PNGs")
+    p.add_argument("--dashboard", type=Path, default=DEFAULT_DASHBOARD, help="dashboard JSON")
+    p.add_argument("--minutes", type=float, default=15.0, help="length of the time range")
+    p.add_argument("--end", type=float, default=None, help="end of the range, unix seconds "
+                   "(default: now)")
+    p.add_argument("--scrape-interval", type=float, default=None,
+                   help="seconds (default: the server's global scrape_interval)")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="a dashboard variable (default: job=pufferfish, instance=.+)")
+    return p
+
+
+def run(args: argparse.Namespace) -> tuple[list[Panel], dict[str, Any]]:
+    if not args.minutes > 0:
+        raise RenderError("--minutes must be > 0")
+    try:
+        dashboard = json.loads(args.dashboard.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RenderError(f"cannot read dashboard {args.dashboard}: {exc}") from exc
+    prom = Prometheus(args.prometheus)
+    scrape = args.scrape_interval or prom.scrape_interval()
+    end = time.time() if args.end is None else args.end
+    start = end - args.minutes * 60
+    step = max(scrape, math.ceil((end - start) / POINTS))
+    variables = {**DEFAULT_VARS, **dashboard_vars(dashboard),
+                 **time_vars(end - start, step, scrape)}
+    for item in args.var:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise RenderError(f"--var {item!r}: expected NAME=VALUE")
+        variables[name] = value
+    panels = load_panels(dashboard, variables)
+    for panel in panels:
+        for target in panel.targets:
+            prom.range_query(target, start, end, step)
+    render(panels, args.out, start, end, dashboard.get("title", "dashboard"))
+    summary = {"prometheus": prom.url, "start": start, "end": end, "step": step,
+               "grid": "dashboard.png", "panels": [
+                   {"id": p.id, "title": p.title, "type": p.kind, "png": p.png,
+                    "targets": [{**{k: v for k, v in asdict(t).items() if k != "series"},
+                                 "series": len(t.series),
+                                 "finite": sum(any(map(math.isfinite, s.values)) for s in t.series)}
+                                for t in p.targets]} for p in panels]}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    return panels, summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        panels, _ = run(args)
+    except RenderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    failed = 0
+    for panel in panels:
+        counts = ", ".join(f"{t.ref}={'ERROR' if t.error else len(t.series)}"
+                           for t in panel.targets)
+        print(f"panel {panel.id} {panel.title!r}: {counts} -> {panel.png}")
+        for t in panel.targets:
+            if t.error:
+                failed += 1
+                print(f"error: panel {panel.title!r} query {t.ref}: {t.error}", file=sys.stderr)
+    print(f"wrote {len(panels)} panels and dashboard.png to {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
