@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from core.errors import PufferfishInputError
-from stream_app import log_safety
+from stream_app import diagnostics, log_safety
 from stream_app.config import load_settings
 from stream_app.settings import Settings
 from stream_app.topics import TopicSetupError, ensure_topics
@@ -46,6 +46,9 @@ def worker_class() -> type:
             super().on_setup_root_logger(logger, level)
             if level:
                 logger.setLevel(level)
+
+        def _on_sigusr1(self) -> None:  # mode prints bare stacks to stderr; ours says more
+            self.add_future(diagnostics.dump(self.app))
 
     return QuietWorker
 

@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaProducer
 from stream_app.local.broker import create_topics, free_port
 from stream_app.metrics import Samples, fetch, local_url, sample, scrape
 from tests.kafka_helpers import consume_all, read_to_end
+from tests.processes import task_dump
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,6 +207,12 @@ class Worker:
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.output().splitlines()[-n:])
 
+    def diagnose(self) -> str:
+        """The log tail and, while alive, what the worker waits on (its SIGUSR1 dump)."""
+        if self.proc is None or not self.alive():
+            return self.tail()
+        return f"{self.tail()}\n{task_dump(self.proc.pid, self.output)}"
+
     @property
     def metrics_url(self) -> str:
         return local_url(self.metrics_port)
@@ -239,7 +246,7 @@ def wait_until(
             )
 
     return wait_for(predicate, timeout, what, step, guard=guard,
-                    detail=lambda: f"worker log tail:\n{worker.tail()}")
+                    detail=lambda: f"worker log tail:\n{worker.diagnose()}")
 
 
 def wait_ready(worker: Worker, timeout: float = 60.0) -> None:

@@ -28,6 +28,7 @@ from stream_app import metrics
 from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
 from stream_app.metrics import Samples
 from tests.kafka_helpers import consume_all, json_values
+from tests.processes import task_dump
 from tests.waiting import wait_for as wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,6 +77,15 @@ class Worker:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
 
+    def diagnose(self) -> str:
+        """What the live worker waits on (its SIGUSR1 dump), for a failure message."""
+        if not self.alive():
+            return f"worker exited ({self.proc.returncode}):\n{self.log()}"
+        return task_dump(self.proc.pid, lambda: self.log_path.read_text(errors="replace"))
+
+
+LIVE: list[Worker] = []  # started by start_worker: a barrier that times out dumps them
+
 
 def worker_env(broker: EmbeddedBroker, tmp_path: Path, **settings: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
@@ -117,7 +127,9 @@ def start_worker(env: Mapping[str, str], tmp_path: Path, name: str) -> Worker:
         env={**env, "PUFFERFISH_METRICS_PORT": str(port)}, cwd=str(tmp_path),
         stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115
     )
-    return Worker(proc, port, log_path)
+    worker = Worker(proc, port, log_path)
+    LIVE[:] = [w for w in LIVE if w.alive()] + [worker]
+    return worker
 
 
 def scrape(port: int) -> Samples:
@@ -141,7 +153,7 @@ def wait_handled(workers: list[Worker], count: float, timeout: float = 60.0) -> 
             assert w.alive(), f"worker died while waiting for {count} records handled:\n{w.log()}"
 
     wait_until(lambda: handled(workers) >= count, timeout, f"{count} input records handled",
-               guard=guard)
+               guard=guard, detail=lambda: "\n".join(w.diagnose() for w in workers))
 
 
 async def produce_raw(
@@ -293,4 +305,7 @@ def barrier(bootstrap: str, partitions: int, tag: str, timeout: float = 60.0) ->
                 got.add(("membership", int(doc["ts"])))
         return wanted <= got
 
-    wait_until(seen, timeout, f"barrier {tag}", interval=0.3)
+    def dumps() -> str:
+        return "\n".join(w.diagnose() for w in LIVE if w.alive()) or "(no live worker)"
+
+    wait_until(seen, timeout, f"barrier {tag}", interval=0.3, detail=dumps)
