@@ -63,8 +63,9 @@ def broker_error(settings: Settings, problem: str, step: str = "") -> Pufferfish
 
 
 async def bounded(aw: Awaitable[T], seconds: float, settings: Settings, what: str) -> T:
-    """Await ``aw`` for at most ``seconds``; a late call is cancelled and left behind (aiokafka
-    calls may ignore cancellation on a dead connection), the error names the broker."""
+    """Await ``aw`` (the step ``what``; "" for connecting) for at most ``seconds``; a late call
+    is cancelled and left behind (aiokafka calls may ignore cancellation on a dead connection).
+    Errors name the broker."""
     task = asyncio.ensure_future(aw)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
@@ -106,7 +107,7 @@ async def partition_counts(client_kwargs: Mapping[str, Any], settings: Settings,
     one). Also the reachability check: BROKER_FIELD error after ``timeout`` s."""
     client = AIOKafkaClient(**client_kwargs, request_timeout_ms=int(timeout * 1000))
     try:
-        await bounded(client.bootstrap(), timeout, settings, "connect")
+        await bounded(client.bootstrap(), timeout, settings, "")
         cluster = await bounded(client.fetch_all_metadata(), timeout, settings, "metadata")
     finally:
         await quietly(client.close(), timeout)

@@ -161,7 +161,7 @@ class Run:
             linger_ms=int(self.settings.producer_linger_seconds * 1000),
         )
         try:
-            await common.bounded(producer.start(), self.timeout, self.settings, "connect")
+            await common.bounded(producer.start(), self.timeout, self.settings, "")
             self.started = True
             await self.send_all(producer, LineReader(stream))
         finally:

@@ -1,0 +1,1 @@
+"""Tests of pufferfish send and pufferfish tail (stream_app/tools)."""

@@ -1,0 +1,115 @@
+"""Input lines of ``pufferfish send``, tail's lines, and argument errors (no broker needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stream_app.models import Membership, Report
+from stream_app.tools import send, tail
+from stream_app.tools.lines import MEMBERSHIP, REPORTS, LineError, parse_line
+
+REPORT = {"user_id": "u1", "value": 1, "report_id": "r1", "ts": 10}
+JOIN = {"user_id": "u2", "event": "join", "group": "g", "ts": 10.5}
+MAX = 4096
+
+
+def _line(doc: object) -> bytes:
+    return json.dumps(doc).encode() + b"\n"
+
+
+def test_a_report_line_becomes_a_keyed_report_record() -> None:
+    record = parse_line(_line(REPORT), MAX)
+    assert record is not None and record.kind == REPORTS and record.key == b"u1"
+    assert Report.model_validate_json(record.value) == Report.model_validate(REPORT)
+
+
+def test_a_membership_line_becomes_a_keyed_membership_record() -> None:
+    record = parse_line(_line({**JOIN, "extra": [1]}), MAX)
+    assert record is not None and record.kind == MEMBERSHIP and record.key == b"u2"
+    assert json.loads(record.value) == JOIN  # validated form: the extra field is not sent
+    leave = parse_line(_line({"user_id": "u2", "event": "leave", "ts": 11}), MAX)
+    assert leave is not None and b"group" not in leave.value
+    assert Membership.model_validate_json(leave.value).event == "leave"
+
+
+@pytest.mark.parametrize("named", ["membership", "membership-prod"])
+def test_an_explicit_topic_field_names_the_kind_and_is_not_sent(named: str) -> None:
+    topics = {REPORTS: "reports-prod", MEMBERSHIP: "membership-prod"}
+    record = parse_line(_line({**JOIN, "topic": named}), MAX, topics)
+    assert record is not None and record.kind == MEMBERSHIP and b"topic" not in record.value
+
+
+@pytest.mark.parametrize("raw", [b"", b"\n", b"   \r\n"])
+def test_blank_lines_are_ignored(raw: bytes) -> None:
+    assert parse_line(raw, MAX) is None
+
+
+@pytest.mark.parametrize(("raw", "reason", "says"), [
+    (b"{bad json\n", "malformed_json", "invalid JSON (column 2)"),
+    (b"\xff\xfe\n", "malformed_json", "not UTF-8"),
+    (b"[1, 2]\n", "invalid_schema", "not a JSON object (a list)"),
+    (_line({**REPORT, "value": "x"}), "invalid_schema", "report: value:"),
+    (_line({**REPORT, "value": True}), "invalid_schema", "report: value:"),
+    (_line({k: v for k, v in REPORT.items() if k != "ts"}), "invalid_schema", "report: ts:"),
+    (_line({**REPORT, "user_id": ""}), "invalid_schema", "report: user_id:"),
+    (_line({**REPORT, "ts": -1}), "invalid_schema", "report: ts:"),
+    (_line({**JOIN, "event": "jump"}), "invalid_schema", "membership event: event:"),
+    (_line({"user_id": "u"}), "invalid_schema", "neither a report"),
+    (_line({**REPORT, "event": "join"}), "invalid_schema", "both a report"),
+    (_line({**REPORT, "topic": "releases"}), "invalid_schema", "topic: must be one of"),
+    (b'{"user_id": "u", "value": NaN, "report_id": "r", "ts": 1}', "non_finite_value", "NaN"),
+    (b'{"user_id": "u", "value": 1, "report_id": "r", "ts": Infinity}', "non_finite_value",
+     "Infinity"),
+    (b'{"user_id": "u", "value": 1' + b"0" * 5000 + b', "report_id": "r", "ts": 1}',
+     "malformed_json", "invalid JSON"),
+])
+def test_bad_lines_say_why(raw: bytes, reason: str, says: str) -> None:
+    with pytest.raises(LineError) as caught:
+        parse_line(raw, MAX)
+    assert caught.value.reason == reason
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_record_larger_than_max_payload_bytes_is_skipped() -> None:
+    with pytest.raises(LineError) as caught:
+        parse_line(_line({**JOIN, "group": "g" * 100}), 64)
+    assert caught.value.reason == "payload_too_large" and "max_payload_bytes is 64" in str(
+        caught.value)
+
+
+def test_tail_lines() -> None:
+    release = {"seq": 3, "ts": 1.0, "noisy_sum": 4.25, "theta": 2.0, "epsilon": 1.0,
+               "epsilon_spent": 3.0, "epsilon_remaining": 97.0, "pairs": ["value_presence"],
+               "rule": "bound", "charge": 1.0, "window": 7}
+    raw = json.dumps(release).encode()
+    assert tail.render("releases", raw, as_json=False) == (
+        "release seq=3 theta=2 noisy_sum=4.25 charge=1 epsilon_spent=3/100 priors_seq=0 "
+        "window=7")
+    assert json.loads(tail.render("releases", raw, as_json=True) or "") == release
+    priors = {"seq": 2, "ts": 1.0, "group": "g1", "support": [0, 1], "probs": [0.25, 0.75],
+              "epsilon_learn": 0.1, "epsilon_spent": 0.2, "radius": 0.5, "status": "learned"}
+    assert tail.render("priors", json.dumps(priors).encode(), as_json=False) == (
+        "priors seq=2 group=g1 status=learned radius=0.5 epsilon_learn=0.1 epsilon_spent=0.2 "
+        "law={0:0.250, 1:0.750}")
+    for bad in (b"not json", b"[1]", None):
+        assert tail.render("releases", bad, as_json=True) is None
+        assert tail.render("releases", bad, as_json=False) is None
+    assert tail.render("releases", b'{"seq": 0}', as_json=False) is None  # not a release
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize(("main", "argv", "says"), [
+    (send.main, ["/no/such/file.jsonl"], "pufferfish: error: input: cannot read"),
+    (send.main, ["--timeout", "0"], "pufferfish: error: arguments: argument --timeout"),
+    (send.main, ["--config", "/no/such.json"], "pufferfish: error: config: no such file"),
+    (tail.main, ["--topics", "releases,bogus"], "pufferfish: error: --topics: unknown topic"),
+    (tail.main, ["--max", "0"], "pufferfish: error: arguments: argument --max"),
+])
+def test_argument_errors_are_one_line_exit_2(main: object, argv: list[str], says: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert callable(main)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(says) and err.count("\n") == 1, err
