@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def java_partition(key: str, partitions: int) -> int:
     """The contract's partition from aiokafka's murmur2 (not the code under test)."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+    return int(murmur2(key.encode()) & 0x7FFFFFFF) % partitions
 
 
 def plain_env(**settings: str) -> dict[str, str]:
