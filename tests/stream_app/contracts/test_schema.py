@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from stream_app import cli
 from stream_app.contracts import schema
@@ -132,7 +133,9 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
 def test_output_schemas_reject_what_the_models_reject(topic: str, doc: dict[str, Any]) -> None:
     assert errors(topic, doc), doc
     if topic != "deadletter" or doc.get("reason") != "no_reason":  # reason: a str in the model
-        model = {"releases": Release, "priors": PriorsRecord, "deadletter": DeadLetter}[topic]
+        models: dict[str, type[BaseModel]] = {
+            "releases": Release, "priors": PriorsRecord, "deadletter": DeadLetter}
+        model = models[topic]
         with pytest.raises(ValueError):
             model.model_validate(doc)
 
