@@ -102,7 +102,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="pufferfish schema", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="pufferfish schema", description="Write the topic contracts (JSON "
+                     "Schemas of the records, AsyncAPI 2.6.0 document) into DIR.")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="directory of the contract files (created if missing)")
     parser.add_argument("--check", action="store_true",
