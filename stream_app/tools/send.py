@@ -190,12 +190,19 @@ def _open(path: str) -> BinaryIO:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = common.OneLineParser(prog="pufferfish send", description=__doc__.splitlines()[0])
+    parser = common.OneLineParser(
+        prog="pufferfish send",
+        description="Send reports and membership events (JSONL, one per line) to the input "
+        "topics: key user_id, partition murmur2(key) mod the topic's partitions.",
+        epilog="stdout: one JSON summary of what the broker acknowledged. Exit status: 0 all "
+        "acknowledged, 1 some lines skipped (each named on stderr), 2 error.")
     parser.add_argument("input", nargs="?", default="-", metavar="FILE|-",
                         help="JSONL file of reports and membership events (default: stdin)")
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
     parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,
-                        help="seconds to wait for the broker at each step (default 10)")
+                        metavar="S", help="seconds to wait for the broker at each step "
+                        "(default 10)")
     parser.add_argument("--progress", action="store_true",
                         help="progress bar on stderr even when it is not a terminal")
     try:

@@ -137,17 +137,20 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = common.OneLineParser(prog="pufferfish tail", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser = common.OneLineParser(
+        prog="pufferfish tail",
+        description="Follow the releases and priors topics, one line per record.")
+    parser.add_argument("--config", metavar="FILE",
+                        help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
     parser.add_argument("--json", action="store_true", help="each record's JSON, one per line")
     parser.add_argument("--from-beginning", action="store_true",
                         help="read the topics' history first (default: new records only)")
-    parser.add_argument("--topics", default=",".join(KINDS),
+    parser.add_argument("--topics", default=",".join(KINDS), metavar="LIST",
                         help="comma-separated: releases, priors (default: both)")
     parser.add_argument("--max", type=_positive_int, metavar="N",
                         help="stop after N records (default: follow until Ctrl-C)")
     parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,
-                        help="seconds to wait for the broker at start (default 10)")
+                        metavar="S", help="seconds to wait for the broker at start (default 10)")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
         settings = load_settings(args.config)
