@@ -4,7 +4,11 @@ Starts an embedded broker (tansu, in memory), a worker subprocess, and a produce
 the UCI adult `education-num` column (values 1..16) as the reports of a rolling population of
 users who join, report, leave and rejoin. The worker learns the population's law with DP
 learning rounds; every release and learning round is printed on one line, and the worker's
-/metrics is served on 127.0.0.1. Ctrl-C or SIGTERM stops everything cleanly (exit 0).
+/metrics is served on 127.0.0.1. Each release is shown next to the exact sum it was drawn
+from, its error, θ and the noise sd (stream_app.local.demo_view; the exact sum is known only
+because the demo simulates the users, and is never published). At the end a PNG of noisy vs
+exact sums and of the budget spent is written (stream_app.local.demo_plot). Ctrl-C or SIGTERM
+stops everything cleanly (exit 0).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from stream_app.local.broker import port_free
@@ -48,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=9102, help="worker /metrics port on 127.0.0.1 (0: free)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the population's join/leave churn")
+    p.add_argument("--plot", type=Path, default=None, metavar="PATH",
+                   help="PNG written at the end: noisy vs exact sum, budget spent "
+                   "(default: a new pufferfish-demo-*.png in the temporary directory)")
+    p.add_argument("--no-plot", action="store_true", help="write no PNG")
+    p.add_argument("--quiet", action="store_true",
+                   help="terse release lines (theta, noisy sum) without exact sum and error")
     return p
 
 
@@ -62,6 +73,10 @@ def _check(args: argparse.Namespace) -> None:
     for name, value in positive.items():
         if not value > 0 or value != value or value == float("inf"):
             raise DemoArgumentError(name, f"must be a finite number > 0, got {value}")
+    if args.plot is not None and args.no_plot:
+        raise DemoArgumentError("plot", "--plot and --no-plot exclude each other")
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        raise DemoArgumentError("plot", f"must name a .png file, got {args.plot}")
     if not 0 <= args.metrics_port <= 65535:
         raise DemoArgumentError("metrics-port", f"must be in 0..65535, got {args.metrics_port}")
     if args.metrics_port and not port_free(args.metrics_port):

@@ -13,17 +13,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from stream_app.local.broker import BrokerError, EmbeddedBroker, free_port
-from stream_app.local.journal_lines import release_line, round_line
+from stream_app.local.demo_plot import plot_run
+from stream_app.local.demo_view import DemoView, Truth, follow
+from stream_app.local.demo_worker import start_demo_worker
 from stream_app.local.population import Event, Population
-from stream_app.local.worker_process import (
-    demo_settings,
-    start_worker,
-    stop_process_group,
-    tail,
-)
+from stream_app.local.worker_process import demo_settings, stop_process_group, tail
 from stream_app.metrics import local_url, scrape, totals
 from stream_app.topics import ensure_topics
 
@@ -48,8 +45,9 @@ class DemoRun:
         self.worker_log: IO[bytes] | None = None
         self.metrics_url = ""
         self.sent = 0
-        self.releases = 0
-        self.rounds = 0
+        self.started_wall = time.time()
+        self.last_ts = 0.0  # event ts: strictly increasing (a unique, ordered time per event)
+        self.view = DemoView(args.budget, Truth(None), quiet=args.quiet, say=_say)
         self.budget_announced = False
         self.failed = False
         self.metrics: dict[str, float] = {}
@@ -73,11 +71,17 @@ class DemoRun:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
         elapsed = time.monotonic() - started
+        self.view.pump(final=True)
         _say(
             f"stopped: sent {self.sent} events in {elapsed:.1f} s "
             f"({self.sent / max(elapsed, 1e-9):.0f} events/s), worker took in {self.processed}, "
-            f"{self.releases} releases and {self.rounds} learning-round records seen"
+            f"{self.view.releases} releases and {self.view.round_records} learning-round "
+            "records seen"
         )
+        if not self.args.no_plot:
+            line, ok = plot_run(self.args.plot, self.view, self.args.budget, self.started_wall)
+            _say(line if ok else f"{PROG}: error: {line}")
+            self.failed |= not ok
         if self.failed:
             _say(f"logs kept in {self.workdir}")
             return 1
@@ -100,7 +104,8 @@ class DemoRun:
         metrics_port = self.args.metrics_port or free_port()
         settings = demo_settings(self.args, broker.url, self.workdir, metrics_port)
         await ensure_topics(settings)
-        self.worker, self.worker_log = start_worker(settings, self.workdir)
+        self.worker, self.worker_log, truth_path = start_demo_worker(settings, self.workdir)
+        self.view.truth = Truth(truth_path)
         self.metrics_url = local_url(metrics_port)
         _say(f"metrics: {self.metrics_url}")
         return settings
@@ -117,9 +122,11 @@ class DemoRun:
             f"producer: replaying UCI adult education-num ({len(values)} rows, domain 1..16) "
             f"as {self.args.users} users joining/leaving, at {self.args.rate:g} events/s"
         )
+        self.view.header()
         tasks = [
             asyncio.create_task(self._produce(settings, population)),
-            asyncio.create_task(self._print_releases(settings)),
+            asyncio.create_task(follow(settings.bootstrap, settings.topic_releases,
+                                       settings.topic_priors, self.view, self.stop)),
             asyncio.create_task(self._watch(started)),
             asyncio.create_task(self._poll_metrics()),
         ]
@@ -181,30 +188,10 @@ class DemoRun:
             _say(f"worker has not confirmed the joins after {timeout:g} s; sending reports anyway")
 
     async def _send(self, producer: AIOKafkaProducer, topic: str, event: Event) -> None:
-        payload = json.dumps(event.payload(time.time())).encode()
+        self.last_ts = max(time.time(), self.last_ts + 1e-6)
+        payload = json.dumps(event.payload(self.last_ts)).encode()
         await producer.send(topic, payload, key=event.user_id.encode())
         self.sent += 1
-
-    async def _print_releases(self, settings: Any) -> None:
-        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition(settings.topic_releases, 0),
-                             TopicPartition(settings.topic_priors, 0)])
-            while not self.stop.is_set():
-                batch = await consumer.getmany(timeout_ms=500)
-                for tp, records in batch.items():
-                    for record in records:
-                        if tp.topic == settings.topic_priors:
-                            line, ok = round_line(record.value)
-                            self.rounds += ok
-                        else:
-                            line, ok = release_line(record.value)
-                            self.releases += ok
-                        _say(line)
-        finally:
-            await consumer.stop()
 
     async def _poll_metrics(self) -> None:
         """Keeps self.metrics and self.processed (events the worker took in) fresh."""

@@ -182,9 +182,10 @@ def _cleanup(proc: subprocess.Popen[str], pids: list[int]) -> None:
 @pytest.mark.timeout(300)
 def test_demo_end_to_end_and_sigint() -> None:
     # No --duration (until Ctrl-C): the test interrupts the demo after three releases,
-    # whenever they come (a fixed duration raced against a slow start-up).
+    # whenever they come (a fixed duration raced against a slow start-up). --quiet: the terse
+    # line formats of before the exact sums (test_demo_truth.py checks the full output).
     proc, out = _start_demo("--users", "50", "--rate", "200", "--release-period", "2",
-                            "--learn-period", "4")
+                            "--learn-period", "4", "--quiet", "--no-plot")
     pids: list[int] = []
     try:
         pids = _child_pids(out)
@@ -218,12 +219,14 @@ def test_demo_end_to_end_and_sigint() -> None:
     left = [p[2] for p in parsed]
     assert all(b < a for a, b in zip(left, left[1:], strict=False)), left
     assert re.search(r"^stopped: sent \d+ events", text, re.MULTILINE), text
+    assert "exact" not in text and "plot" not in text, text  # --quiet, --no-plot
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(180)
-def test_demo_stops_by_itself_after_duration() -> None:
-    proc, out = _start_demo("--duration", "8", "--users", "5", "--rate", "50")
+def test_demo_stops_by_itself_after_duration(tmp_path: Path) -> None:
+    plot = tmp_path / "demo.png"
+    proc, out = _start_demo("--duration", "8", "--users", "5", "--rate", "50", "--plot", str(plot))
     pids: list[int] = []
     try:
         pids = _child_pids(out)
@@ -233,6 +236,8 @@ def test_demo_stops_by_itself_after_duration() -> None:
     out.drain()
     assert rc == 0, out.text
     assert "duration of 8 s reached" in out.text
+    assert re.search(rf"^plot: {re.escape(str(plot))} ", out.text, re.MULTILINE), out.text
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in out.text
     for pid in pids:
         assert not pid_alive(pid)
