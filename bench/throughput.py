@@ -55,6 +55,7 @@ DOMAIN = tuple(float(v) for v in range(16))
 # Faust does not create source topics; tansu needs short group timeouts to start quickly.
 # No producer_max_batch_size=1 here: nothing restarts, so the real-cluster defaults
 # (batching, linger) are measured.
+EAGER = {"drain_eager": "true"}  # stream_app/eager_drain.py
 TANSU_KNOBS = {
     "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
     "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
@@ -380,7 +381,7 @@ def faust_child(kind: str) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
-    from stream_app.faust_app import LeanApp, app_options
+    from stream_app.faust_app import app_class, app_options
     from stream_app.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
 
@@ -388,7 +389,7 @@ def faust_child(kind: str) -> int:
     registry = CollectorRegistry()
     consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
     start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
-    app = LeanApp(
+    app = app_class(s)(
         f"{s.app_id}-{kind}", broker=s.broker, store="memory://", web_enabled=False,
         **app_options(s),
     )
@@ -449,6 +450,7 @@ class Run:
     label: str
     cmd: Sequence[str]
     processes: int
+    settings: dict[str, str] = field(default_factory=dict)
     rate: float = float("nan")
     events: int = 0
     releases: float = 0.0
@@ -489,7 +491,8 @@ def run_pipeline(
     work = Workload(users)
     joins, first = work.setup_joins(), work.setup_reports()
     produce_sync(broker.bootstrap, topics, joins)
-    group = Group([start_worker(broker, workdir, tag, cmd=run.cmd, run=f"-{run.name}", index=i)
+    group = Group([start_worker(broker, workdir, tag, cmd=run.cmd, run=f"-{run.name}", index=i,
+                                **run.settings)
                    for i in range(run.processes)])
     try:
         wait_for(group, len(joins), 120, f"{run.label}: the setup joins")
@@ -571,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
         Run("recipe", "recipe: take_events + per-batch state + changelog sends", RECIPE_CMD, 1),
         Run("w1", "pufferfish worker, 1 process", WORKER_CMD, 1),
         Run("w2", "pufferfish worker, 2 processes", WORKER_CMD, 2),
+        Run("bare-e", "bare Faust, drain_eager", BARE_CMD, 1, EAGER),
+        Run("recipe-e", "recipe, drain_eager", RECIPE_CMD, 1, EAGER),
+        Run("w1-e", "pufferfish worker, 1 process, drain_eager", WORKER_CMD, 1, EAGER),
+        Run("w2-e", "pufferfish worker, 2 processes, drain_eager", WORKER_CMD, 2, EAGER),
     ]
     profile_rows: tuple[Frames, Frames, int] | None = None
     raw_passes: list[tuple[int, float]] = []
@@ -619,12 +626,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for r in runs:
         rows.append((r.label, r.processes, r.events, r.rate, r.rate / raw_rate,
-                     r.rate / recipe if r.name in ("w1", "w2") else float("nan")))
+                     r.rate / recipe if r.name.startswith("w") else float("nan")))
     w1, w2 = by["w1"], by["w2"]
+    w1e, w2e = by["w1-e"], by["w2-e"]
     goals = [
         ("worker, 1 process >= 0.18x raw", w1.rate / raw_rate >= 0.18),
         ("worker, 1 process >= 0.9x recipe", w1.rate / recipe >= 0.9),
         ("worker, 2 processes >= 0.28x raw", w2.rate / raw_rate >= 0.28),
+        ("drain_eager: worker, 1 process >= 0.18x raw", w1e.rate / raw_rate >= 0.18),
+        ("drain_eager: worker, 1 process >= 0.9x recipe", w1e.rate / recipe >= 0.9),
+        ("drain_eager: worker, 2 processes >= 0.28x raw", w2e.rate / raw_rate >= 0.28),
     ]
     goal_text = "; ".join(f"{g}: {'yes' if ok else 'NO'}" for g, ok in goals)
     codes = ", ".join(f"{r.name} {r.code}" for r in runs)
@@ -666,6 +677,9 @@ def main(argv: list[str] | None = None) -> int:
         + _common.markdown_table(headers, rows)
         + f"\n\n**Ratio worker / raw = {w1.rate / raw_rate:.3f}** (1 process), "
         f"{w2.rate / raw_rate:.3f} (2 processes); worker / recipe = {w1.rate / recipe:.2f}. "
+        f"With drain_eager: {w1e.rate / raw_rate:.3f} (1 process), {w2e.rate / raw_rate:.3f} "
+        f"(2 processes); worker / recipe = {w1e.rate / recipe:.2f} (recipe with drain_eager: "
+        f"{by['recipe-e'].rate / raw_rate:.3f}x raw). "
         f"Goals: {goal_text}."
         + prof_md + "\n"
     )

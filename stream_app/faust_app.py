@@ -27,6 +27,19 @@ class LeanApp(faust.App):
         return deps
 
 
+class EagerDrainApp(LeanApp):
+    """LeanApp whose consumer hands records to streams eagerly (setting ``drain_eager``)."""
+
+    def _new_transport(self) -> Any:
+        from stream_app.eager_drain import EagerDrainTransport
+
+        return EagerDrainTransport(self.conf.broker_consumer, self)
+
+
+def app_class(s: Settings) -> type[LeanApp]:
+    return EagerDrainApp if s.drain_eager else LeanApp
+
+
 def app_options(s: Settings) -> dict[str, Any]:
     """The Faust settings the worker and the throughput bench (bench/throughput.py) share:
     at-least-once, one replica and no standbys, from the earliest offset, the producer batching

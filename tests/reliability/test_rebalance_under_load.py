@@ -1,0 +1,108 @@
+"""Rebalances while input keeps arriving, with and without ``drain_eager``: a second worker joins
+the group mid-stream, then the first leaves (SIGTERM) mid-stream; nothing may be lost or
+counted twice (the running sum, every user's histogram and report ids from the changelog).
+
+``drain_eager`` (stream_app/eager_drain.py) changes how the consumer hands records to streams,
+which is exactly what a rebalance interrupts; the default path is run as the reference.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stream_app.local.broker import EmbeddedBroker
+from stream_app.partitioning import partition_for
+from tests.kafka_helpers import PacedProducer
+from tests.reliability.harness import (
+    EXACT_SUM_SETTINGS,
+    Topics,
+    Worker,
+    check_journal,
+    new_topics,
+    produce_raw,
+    read_all_json,
+    users_changelog,
+    wait_consumed,
+    wait_ready,
+    wait_until,
+    worker_env,
+)
+from tests.reliability.test_crash_recovery import _assert_only_redelivery, _wait_for_sum
+from tests.reliability.workload import Workload, accepted_total, histogram_mismatches
+
+pytestmark = [pytest.mark.integration]
+PARTITIONS = 4
+
+
+def _probe_keys() -> dict[int, str]:
+    """One never-joined user per input partition (their reports are dead-lettered)."""
+    keys: dict[int, str] = {}
+    for n in itertools.count():
+        key = f"probe-{n}"
+        keys.setdefault(partition_for(key.encode(), PARTITIONS), key)
+        if len(keys) == PARTITIONS:
+            return keys
+    raise AssertionError("unreachable")
+
+
+def _owns_input(bootstrap: str, topics: Topics, worker: Worker) -> bool:
+    """Probe every input partition once; True once `worker` rejected a probe (it owns one)."""
+    produce_raw(bootstrap, [
+        (topics.reports, key.encode(), json.dumps(
+            {"user_id": key, "value": 0, "report_id": f"{key}-{p}", "ts": 0.0}).encode())
+        for p, key in _probe_keys().items()
+    ])
+    return (worker.metric("pufferfish_events_rejected_total", {"reason": "not_present"})
+            or 0) > 0
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("eager", ["false", "true"], ids=["faust-drain", "drain-eager"])
+def test_join_and_leave_mid_stream_lose_and_double_nothing(
+    broker_module: EmbeddedBroker, tmp_path: Path, eager: str
+) -> None:
+    broker = broker_module
+    topics = new_topics(broker.bootstrap, PARTITIONS)
+    wl = Workload.make(n_users=40, per_user=100, dup_every=25, seed=23, prefix="rb")
+    settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_DRAIN_EAGER": eager}
+    env_a = worker_env(broker.url, topics, tmp_path / "data-a", settings)
+    env_b = worker_env(broker.url, topics, tmp_path / "data-b", settings)
+    wa = Worker(env_a, tmp_path, "first").start()
+    wb = Worker(env_b, tmp_path, "joiner")
+    chunks = wl.feed(topics, wl.reports, 40)
+    try:
+        wait_ready(wa)
+        produce_raw(broker.bootstrap, wl.joins(topics))
+        wait_consumed(wa, "membership", len(wl.users))
+        with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 3, pace=0.1) as feed:
+            wait_consumed(wa, "report", 300, timeout=90)
+            wb.start()  # rebalance 1: a member joins while reports arrive
+            wait_until(lambda: _owns_input(broker.bootstrap, topics, wb), 120,
+                       "the joiner owning an input partition", 1.0, wb)
+            sent_at_join_settled = feed.sent
+            assert wa.stop() == 0, wa.tail()  # rebalance 2: a member leaves, input still due
+            feed.release()
+        assert sent_at_join_settled < feed.total and feed.sent_at_release is not None
+        assert feed.sent_at_release < feed.total
+        releases = _wait_for_sum(broker, topics, wl.expected_sum(), wb, timeout=120)
+        states = users_changelog(broker.bootstrap, topics.app_id)
+        deadletters = read_all_json(broker.bootstrap, topics.deadletter)
+    finally:
+        wa.stop()
+        wb.stop()
+
+    probe = '{"user_id": "probe-'
+    reasons = Counter(d["reason"] for d in deadletters if not d["raw"].startswith(probe))
+    journal = check_journal(releases)
+    print(f"\nRELIABILITY rebalance drain_eager={eager}: sent_reports={len(wl.reports)}, "
+          f"accepted={accepted_total(states)}, deadletters={dict(reasons)}, "
+          f"releases={journal.releases}")
+    assert histogram_mismatches(wl, states) == {}
+    assert accepted_total(states) == len(wl.reports)
+    _assert_only_redelivery(reasons, wl)
+    assert journal.conflicting_seqs == [] and journal.eps_decreases == []
