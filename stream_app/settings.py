@@ -94,7 +94,9 @@ class Settings(BaseSettings):
     auto_join: bool = False
     # A report id is recognised as a duplicate while it is among the user's last
     # `dedup_window` accepted report ids (the per-user state holds at most that many ids).
-    dedup_window: int = Field(default=256, ge=1, le=100_000)
+    # 64 keeps a user's state under 1 KiB; it must exceed the reports of one user that a crash
+    # or rebalance can replay (docs/design.md, "Throughput": dedup ids).
+    dedup_window: int = Field(default=64, ge=1, le=100_000)
     grid_log2: int = Field(default=-10, ge=-60, le=60)
 
     # --- serving --------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from stream_app.models import Membership, Rejected, Report
 
 # Dedup ids are kept as 64-bit digests of the report ids. A genuine new report is dropped as a
 # duplicate only if its digest equals one of the (at most dedup_window) digests kept for its
-# user: probability <= dedup_window / 2**64 per report (1.4e-17 at 256; over 10**12 reports
-# the expected number of such drops is 1.4e-5). docs/design.md, "Throughput".
+# user: probability <= dedup_window / 2**64 per report (3.5e-18 at 64; over 10**12 reports
+# the expected number of such drops is 3.5e-6). docs/design.md, "Throughput".
 DIGEST_BYTES = 8
 
 
