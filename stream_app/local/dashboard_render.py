@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -277,7 +277,7 @@ class _Parser(argparse.ArgumentParser):
         raise RenderError(message)
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m stream_app.local.dashboard_render",
                 description=__doc__.splitlines()[0])
     p.add_argument("--prometheus", required=True,
@@ -294,7 +294,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> tuple[list[Panel], dict[str, Any]]:
+@dataclass
+class Collected:
+    title: str
+    panels: list[Panel]
+    start: float
+    end: float
+    step: float
+
+
+def collect(args: argparse.Namespace) -> Collected:
+    """Every panel's targets asked of Prometheus over the range (nothing drawn)."""
     if not args.minutes > 0:
         raise RenderError("--minutes must be > 0")
     try:
@@ -317,22 +327,39 @@ def run(args: argparse.Namespace) -> tuple[list[Panel], dict[str, Any]]:
     for panel in panels:
         for target in panel.targets:
             prom.range_query(target, start, end, step)
-    render(panels, args.out, start, end, dashboard.get("title", "dashboard"))
-    summary = {"prometheus": prom.url, "start": start, "end": end, "step": step,
-               "grid": "dashboard.png", "panels": [
-                   {"id": p.id, "title": p.title, "type": p.kind, "png": p.png,
-                    "targets": [{**{k: v for k, v in asdict(t).items() if k != "series"},
-                                 "series": len(t.series),
-                                 "finite": sum(any(map(math.isfinite, s.values)) for s in t.series)}
-                                for t in p.targets]} for p in panels]}
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
-    return panels, summary
+    return Collected(dashboard.get("title", "dashboard"), panels, start, end, step)
+
+
+def finite_max(target: Target) -> float | None:
+    """The largest finite value of any of the target's series (None: no finite value)."""
+    values = [v for s in target.series for v in s.values if math.isfinite(v)]
+    return max(values) if values else None
+
+
+def summary(got: Collected, prometheus: str) -> dict[str, Any]:
+    def one(t: Target) -> dict[str, Any]:
+        return {"refId": t.ref, "expr": t.expr, "query": t.query, "error": t.error,
+                "series": len(t.series), "max": finite_max(t),
+                "finite": sum(any(map(math.isfinite, s.values)) for s in t.series)}
+
+    return {"prometheus": prometheus, "start": got.start, "end": got.end, "step": got.step,
+            "grid": "dashboard.png", "panels": [
+                {"id": p.id, "title": p.title, "type": p.kind, "png": p.png,
+                 "targets": [one(t) for t in p.targets]} for p in got.panels]}
+
+
+def run(args: argparse.Namespace) -> Collected:
+    got = collect(args)
+    render(got.panels, args.out, got.start, got.end, got.title)
+    text = json.dumps(summary(got, args.prometheus), indent=2, ensure_ascii=False)
+    (args.out / "summary.json").write_text(text + "\n", encoding="utf-8")
+    return got
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = _parser().parse_args(argv)
-        panels, _ = run(args)
+        args = parser().parse_args(argv)
+        panels = run(args).panels
     except RenderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
