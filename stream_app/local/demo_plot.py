@@ -81,12 +81,12 @@ def write_plot(path: Path, points: Sequence[Point], rounds: Sequence[Round], bud
         spent = sorted([(p.ts, p.spent) for p in points] + [(r.ts, r.spent) for r in rounds])
         if spent:
             bottom.step([s[0] - t0 for s in spent], [s[1] for s in spent], where="post",
-                        color="tab:purple", label="ε spent")
+                        color="tab:purple", label="ε spent (releases and learning rounds)")
         bottom.axhline(budget, color="black", ls="--", lw=1, label=f"budget ε = {budget:g}")
         bottom.set_ylim(0, budget * 1.08)
         bottom.set_ylabel("privacy loss ε")
         bottom.set_xlabel("seconds since the demo started")
-        bottom.legend(loc="upper left", fontsize=8)
+        bottom.legend(loc="center left", fontsize=8)
         bottom.grid(alpha=0.3)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)

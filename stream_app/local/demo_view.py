@@ -167,10 +167,12 @@ class DemoView:
             self.say(terse)
             return
         if last is not None and point.priors_seq != last.priors_seq:
-            change = ("stays" if point.theta == last.theta
-                      else f"{last.theta:.4f} ->")
-            self.say(f"theta {change} {point.theta:.4f} after learning round "
-                     f"seq={point.priors_seq} (sd {last.sd:.2f} -> {point.sd:.2f})")
+            after = f"after learning round seq={point.priors_seq}"
+            if point.theta == last.theta:
+                self.say(f"theta stays {point.theta:.4f} {after}")
+            else:
+                self.say(f"theta {last.theta:.4f} -> {point.theta:.4f} {after} "
+                         f"(sd {last.sd:.2f} -> {point.sd:.2f})")
         self.say(rich_release_line(point, self.budget))
 
 

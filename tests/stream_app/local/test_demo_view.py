@@ -79,8 +79,11 @@ def test_release_waits_for_its_exact_sum_and_keeps_journal_order(tmp_path: Path)
     view.pump()
     assert lines[3] == "theta 16.0000 -> 4.0000 after learning round seq=1 (sd 22.63 -> 5.66)"
     assert lines[4].startswith("release seq=2 noisy_sum=90.00 exact_sum=n/a error=n/a theta=4")
-    assert [p.seq for p in view.points] == [1, 2] and view.points[0].exact == 100.5
-    assert view.releases == 2 and view.round_records == 1
+    view.on_release(_release(3, 91.0, 4.0, 5.0, 2))  # a round that left theta as it was
+    view.pump(final=True)
+    assert lines[5] == "theta stays 4.0000 after learning round seq=2"
+    assert [p.seq for p in view.points] == [1, 2, 3] and view.points[0].exact == 100.5
+    assert view.releases == 3 and view.round_records == 1
     assert view.rounds == [Round(1, 1001.5, "default", "learned", 0.125, 2.0)]
 
 
