@@ -105,6 +105,11 @@ def _cut_matches(reports: list[dict[str, Any]], membership: list[dict[str, Any]]
         for n in range(older, max(older - MAX_LAG, -1), -1):
             if reference(fixed[: at[0] + 1] + other[:n]) == (value_sum, newest):
                 return True
+        # A partial published right after a rebalance (the worker rebuilt the aggregate from
+        # its table: newest_ts is then the newest *report*, membership may be ahead of it).
+        for n in range(older + 1, min(older + MAX_LAG, len(other)) + 1):
+            if reference(fixed[: at[0] + 1] + other[:n])[0] == value_sum:
+                return True
     return False
 
 
