@@ -55,11 +55,12 @@ DOMAIN = tuple(float(v) for v in range(16))
 # Faust does not create source topics; tansu needs short group timeouts to start quickly.
 # No producer_max_batch_size=1 here: nothing restarts, so the real-cluster defaults
 # (batching, linger) are measured.
-EAGER = {"drain_eager": "true"}  # stream_app/eager_drain.py
+EAGER = {"drain_eager": "true"}  # stream_app/faust_consumer.py
 TANSU_KNOBS = {
     "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
     "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
     "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
+    "PUFFERFISH_CONSUMER_FETCH_MAX_WAIT_SECONDS": "0.1",  # tansu holds idle fetches that long
 }
 
 Record = tuple[str, bytes, bytes]  # topic, key, value
@@ -381,7 +382,7 @@ def faust_child(kind: str) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
-    from stream_app.faust_app import app_class, app_options
+    from stream_app.faust_app import app_options, new_app
     from stream_app.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
 
@@ -389,8 +390,8 @@ def faust_child(kind: str) -> int:
     registry = CollectorRegistry()
     consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
     start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
-    app = app_class(s)(
-        f"{s.app_id}-{kind}", broker=s.broker, store="memory://", web_enabled=False,
+    app = new_app(
+        s, f"{s.app_id}-{kind}", broker=s.broker, store="memory://", web_enabled=False,
         **app_options(s),
     )
     inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,

@@ -7,6 +7,7 @@ from typing import Any
 import faust
 from faust.sensors import Monitor
 
+from stream_app.faust_consumer import ConsumerTuning, PufferfishTransport
 from stream_app.settings import Settings
 
 # Faust consumer/stream buffers (measured +11 % together; docs/design.md, "Throughput").
@@ -19,6 +20,11 @@ class LeanApp(faust.App):
     """A Faust app without the Monitor sensor (+8 %): its stats feed only Faust's web views,
     which the worker does not use; our own metrics are stream_app.metrics."""
 
+    consumer_tuning: ConsumerTuning | None = None
+
+    def _new_transport(self) -> Any:
+        return PufferfishTransport(self.conf.broker_consumer, self)
+
     def on_init_dependencies(self) -> Any:
         deps = super().on_init_dependencies()
         monitor = self._monitor
@@ -27,17 +33,15 @@ class LeanApp(faust.App):
         return deps
 
 
-class EagerDrainApp(LeanApp):
-    """LeanApp whose consumer hands records to streams eagerly (setting ``drain_eager``)."""
-
-    def _new_transport(self) -> Any:
-        from stream_app.eager_drain import EagerDrainTransport
-
-        return EagerDrainTransport(self.conf.broker_consumer, self)
-
-
-def app_class(s: Settings) -> type[LeanApp]:
-    return EagerDrainApp if s.drain_eager else LeanApp
+def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
+    """The worker's Faust app (also the throughput bench's): LeanApp with the consumer tuning
+    of the settings (stream_app/faust_consumer.py)."""
+    app = LeanApp(app_id, **options)
+    app.consumer_tuning = ConsumerTuning(
+        fetch_max_wait_ms=round(s.consumer_fetch_max_wait_seconds * 1000),
+        drain_eager=s.drain_eager,
+    )
+    return app
 
 
 def app_options(s: Settings) -> dict[str, Any]:

@@ -1,4 +1,11 @@
-"""Setting ``drain_eager`` (off by default): Faust's per-record drain step without its tasks.
+"""The worker's Faust consumer: two settings Faust does not expose (docs/design.md, "Throughput").
+
+``consumer_fetch_max_wait_seconds``: how long the broker may hold a fetch that finds no new
+record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives, but a broker
+that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
+each hop (input topic, partials topic) before a release can include it.
+
+``drain_eager`` (off by default): Faust's per-record drain step without its tasks.
 
 Faust's ``Consumer._drain_messages`` hands every fetched record to the conductor with
 ``wait_first(callback(message), suspend_flow.wait())``: two tasks (plus the consumer's
@@ -20,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Generator
+from dataclasses import dataclass
 from typing import Any
 
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 from mode.services import WaitResults
@@ -55,7 +64,28 @@ class _Resumed:
                     return stop.value
 
 
-class EagerDrainConsumer(AIOKafkaConsumer):
+@dataclass(frozen=True)
+class ConsumerTuning:
+    fetch_max_wait_ms: int = 1500  # Faust's own value
+    drain_eager: bool = False
+
+
+def tuning_of(app: Any) -> ConsumerTuning:
+    return getattr(app, "consumer_tuning", None) or ConsumerTuning()
+
+
+class TunedConsumerThread(AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # read by AIOKafkaConsumer.start() when it builds its Fetcher (not started yet here)
+        consumer._fetch_max_wait_ms = tuning_of(self.app).fetch_max_wait_ms
+        return consumer
+
+
+class PufferfishConsumer(AIOKafkaConsumer):
+    def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
+        return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
     def _is_drain_step(self, coros: tuple[Any, ...]) -> bool:
         """The drain loop's call: (callback coroutine, ``self.suspend_flow.wait()``)."""
         if len(coros) != 2 or not all(asyncio.iscoroutine(c) for c in coros):
@@ -64,7 +94,8 @@ class EagerDrainConsumer(AIOKafkaConsumer):
         return frame is not None and frame.f_locals.get("self") is self.suspend_flow
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> WaitResults:
-        if timeout is not None or not self._is_drain_step(coros):
+        eager = tuning_of(self.app).drain_eager
+        if not eager or timeout is not None or not self._is_drain_step(coros):
             return await super().wait_first(*coros, timeout=timeout)
         callback, suspended = coros
         try:
@@ -78,5 +109,5 @@ class EagerDrainConsumer(AIOKafkaConsumer):
         return await super().wait_first(_Resumed(callback, first), suspended)
 
 
-class EagerDrainTransport(AIOKafkaTransport):
-    Consumer = EagerDrainConsumer
+class PufferfishTransport(AIOKafkaTransport):
+    Consumer = PufferfishConsumer

@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     # record when it need not wait (stream_app/eager_drain.py; off by default: it replaces a
     # Faust internal, docs/design.md "Throughput").
     drain_eager: bool = False
+    # How long the broker may hold a fetch that finds nothing new (Faust's fixed 1.5 s). A real
+    # Kafka answers as soon as a record arrives; tansu holds idle fetches this long: 0.1 there.
+    consumer_fetch_max_wait_seconds: float = Field(default=1.5, gt=0, le=30)
 
     @classmethod
     def settings_customise_sources(

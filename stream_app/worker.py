@@ -36,7 +36,7 @@ from faust.streams import _current_event
 from faust.types import TP
 
 from stream_app.clients import faust_credentials
-from stream_app.faust_app import app_class, app_options
+from stream_app.faust_app import app_options, new_app
 from stream_app.ingest import Ingest
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, dead_letter, to_bytes
@@ -65,8 +65,8 @@ class PufferfishApp:
         )
         self.aggregates: dict[int, PartitionAggregate] = {}
         self.ingest = Ingest(s, self.rules, self.metrics, self)
-        self.app = app = app_class(s)(
-            s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
+        self.app = app = new_app(
+            s, s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
             datadir=str(s.data_dir), web_enabled=s.web_port is not None, web_bind=s.web_host,
             web_port=s.web_port or 6066, web_host=s.web_host, **app_options(s),
         )

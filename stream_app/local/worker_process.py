@@ -40,6 +40,7 @@ def demo_settings(
         broker_session_timeout=6,
         broker_rebalance_timeout=6,
         broker_heartbeat_interval=1,
+        consumer_fetch_max_wait_seconds=0.1,  # tansu holds idle fetches for the whole wait
     )
 
 

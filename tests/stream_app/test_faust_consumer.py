@@ -1,5 +1,6 @@
-"""drain_eager (stream_app/eager_drain.py): the callback runs inline when it need not wait, and a
-callback that waits is still abandoned when the flow is suspended (Faust's rebalance safety)."""
+"""The worker's consumer (stream_app/faust_consumer.py). drain_eager: the callback runs inline
+when it need not wait, and a callback that waits is still abandoned when the flow is suspended
+(Faust's rebalance safety). consumer_fetch_max_wait_seconds reaches aiokafka's fetcher."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from stream_app.eager_drain import EagerDrainConsumer, _Resumed
-from stream_app.faust_app import EagerDrainApp, LeanApp, app_class
+from stream_app.faust_app import new_app
+from stream_app.faust_consumer import PufferfishConsumer, _Resumed
 from stream_app.settings import Settings
 
 
@@ -51,12 +52,15 @@ async def test_resumed_passes_cancellation_into_the_coroutine() -> None:
     assert seen == ["cancelled"] and gate.cancelled()
 
 
+def _app(**settings: Any) -> Any:
+    return new_app(Settings(**settings), "consumer-test", broker="kafka://127.0.0.1:1",
+                   store="memory://", web_enabled=False)
+
+
 @pytest.fixture
 async def consumer() -> Any:
-    app = EagerDrainApp("eager-test", broker="kafka://127.0.0.1:1", store="memory://",
-                        web_enabled=False)
-    cons = app.consumer
-    assert isinstance(cons, EagerDrainConsumer)
+    cons = _app(drain_eager=True).consumer
+    assert isinstance(cons, PufferfishConsumer)
     return cons
 
 
@@ -131,6 +135,24 @@ async def test_other_waits_are_faust_s(consumer: Any) -> None:
     assert result.results == [1]
 
 
-def test_the_setting_picks_the_app_class() -> None:
-    assert app_class(Settings(drain_eager=True)) is EagerDrainApp
-    assert app_class(Settings()) is LeanApp
+async def test_off_by_default_every_wait_is_faust_s() -> None:
+    cons = _app().consumer
+    caller = asyncio.current_task()
+    ran_in: list[Any] = []
+
+    async def callback() -> None:
+        ran_in.append(asyncio.current_task())
+
+    await cons.wait_first(callback(), cons.suspend_flow.wait())
+    assert ran_in and ran_in[0] is not caller  # Faust ran it in a task of its own
+
+
+@pytest.mark.parametrize(("seconds", "expected_ms"), [(None, 1500), (0.1, 100), (2.0, 2000)])
+async def test_fetch_max_wait_reaches_the_fetcher_settings(
+    seconds: float | None, expected_ms: int
+) -> None:
+    settings = {} if seconds is None else {"consumer_fetch_max_wait_seconds": seconds}
+    cons = _app(**settings).consumer
+    raw = cons._thread._create_worker_consumer(cons.transport)
+    assert raw._fetch_max_wait_ms == expected_ms
+    await raw.stop()
