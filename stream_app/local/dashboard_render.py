@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DASHBOARD = (
-    Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dashboards" / "pufferfish.json"
-)
+# a checkout's deploy/ copy, else the one the wheel ships (pyproject.toml: force-include)
+_CHECKOUT = Path(__file__).resolve().parents[2] / "deploy/grafana/dashboards/pufferfish.json"
+DEFAULT_DASHBOARD = (_CHECKOUT if _CHECKOUT.is_file()
+                     else Path(__file__).resolve().parent / "grafana-dashboard.json")
 DEFAULT_VARS = {"job": "pufferfish", "instance": ".+"}
 POINTS = 240  # samples per series over the range (Grafana's resolution is similar)
 _VAR = re.compile(r"\$\{(\w+)(?::[\w]+)?\}|\$(\w+)|\[\[(\w+)\]\]")
