@@ -9,6 +9,7 @@ import json
 import math
 from typing import Annotated, Literal, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from stream_app.metrics import REJECT_REASONS
@@ -185,12 +186,11 @@ def _parse(raw: bytes | None, max_bytes: int, model: type[M]) -> M:
     if raw is None:
         raise Rejected("malformed_json")
     try:
-        # Python's json accepts NaN/Infinity literals: let them through so they are
-        # classified as non_finite_value, not as malformed JSON.
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, RecursionError, ValueError):
-        # ValueError covers JSONDecodeError and integer literals beyond Python's digit limit
-        raise Rejected("malformed_json") from None
+        doc = orjson.loads(raw)  # the fast path: strict UTF-8 and standard JSON
+    except orjson.JSONDecodeError:
+        # orjson refuses what the classification below must tell apart (NaN/Infinity
+        # literals: non_finite_value; integers beyond 64 bits); Python's json decides
+        doc = _slow_json(raw)
     if not isinstance(doc, dict):  # it parsed, but it is not a record object
         raise Rejected("invalid_schema")
     for name in ("value", "ts"):
@@ -201,6 +201,16 @@ def _parse(raw: bytes | None, max_bytes: int, model: type[M]) -> M:
         return model.model_validate(doc)
     except ValidationError:
         raise Rejected("invalid_schema") from None
+
+
+def _slow_json(raw: bytes) -> object:
+    try:
+        # Python's json accepts NaN/Infinity literals: let them through so they are
+        # classified as non_finite_value, not as malformed JSON.
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, ValueError):
+        # ValueError covers JSONDecodeError and integer literals beyond Python's digit limit
+        raise Rejected("malformed_json") from None
 
 
 def parse_report(raw: bytes | None, max_bytes: int) -> Report:

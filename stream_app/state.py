@@ -141,6 +141,16 @@ class EventRules:
             raise Rejected("out_of_domain")
         return int(j)
 
+    def index_and_units(self, value: float) -> tuple[int, int]:
+        """(domain index, grid units) of a report's value; Rejected out_of_domain."""
+        j = self._index.get(float(value))  # type: ignore[attr-defined]
+        if j is None:
+            raise Rejected("out_of_domain")
+        units = self._units[j]  # type: ignore[attr-defined]
+        if units is None:
+            raise Rejected("out_of_domain")
+        return j, units
+
     def units(self, value: float) -> int:
         j = self._index.get(float(value))  # type: ignore[attr-defined]
         if j is not None:
@@ -169,8 +179,7 @@ def apply_report(
     state: UserState | None, report: Report, partition: int, rules: EventRules
 ) -> UserState:
     """New state after an accepted report; Rejected for out_of_domain/not_present/duplicate."""
-    j = rules.domain_index(report.value)
-    units = rules.units(report.value)
+    j, units = rules.index_and_units(report.value)
     if state is None or not state.present:
         if not rules.auto_join:
             raise Rejected("not_present")
@@ -182,19 +191,18 @@ def apply_report(
     digest = report_digest(report.report_id)
     if digest in state.recent_ids:
         raise Rejected("duplicate_report")
-    counts = list(state.counts) if len(state.counts) == len(rules.domain) else [0] * len(
-        rules.domain
-    )
+    k = len(rules.domain)
+    counts = list(state.counts) if len(state.counts) == k else [0] * k
     counts[j] += 1
-    ids = (*state.recent_ids, digest)[-rules.dedup_window :]
+    ids = state.recent_ids
+    ids = (*ids, digest) if len(ids) < rules.dedup_window else (*ids, digest)[-rules.dedup_window:]
     newer = state.value_ts is None or report.ts >= state.value_ts
-    return replace(
-        state,
-        partition=partition,
-        counts=tuple(counts),
-        recent_ids=ids,
+    # the constructor, not dataclasses.replace: this runs once per report (replace is ~4x slower)
+    return UserState(
+        partition=partition, present=state.present, group=state.group,
         value_units=units if newer else state.value_units,
         value_ts=report.ts if newer else state.value_ts,
+        counts=tuple(counts), recent_ids=ids,
     )
 
 

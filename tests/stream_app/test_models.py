@@ -79,3 +79,48 @@ def test_dead_letter_truncates_raw_and_keeps_reason_a_label() -> None:
     with pytest.raises(ValueError):
         Rejected("value was 3.5")
     assert set(REJECT_REASONS) >= {"duplicate_report", "key_mismatch"}
+
+
+ODD_RECORDS = [
+    b'{"user_id":"a","value":NaN,"report_id":"r","ts":1}',
+    b'{"user_id":"a","value":1e400,"report_id":"r","ts":1}',
+    b'{"user_id":"a","value":1,"report_id":"r","ts":Infinity}',
+    b'{"user_id":"a","value":1,"report_id":"r","ts":1,"user_id":"b"}',
+    b'{"user_id":"\\ud800","value":1,"report_id":"r","ts":1}',
+    b'\xef\xbb\xbf{"user_id":"a","value":1,"report_id":"r","ts":1}',
+    b'{"user_id":"a","value":123456789012345678901234567890,"report_id":"r","ts":1}',
+    b' {"user_id":"a","value":1,"report_id":"r","ts":1} ',
+    b'{"user_id":"a","value":1.0,"report_id":"r","ts":1}\x00',
+    b'{"user_id":"a","value":true,"report_id":"r","ts":1}',
+    b'{"user_id":"\xff","value":1,"report_id":"r","ts":1}',
+    b"[1]", b'"x"', b"", b"{" * 5000,
+]
+
+
+def _stdlib_only(raw: bytes) -> object:
+    """What parse_report gave before its orjson fast path (Python's json for every record)."""
+    import math
+
+    from stream_app.models import Report, _slow_json
+
+    try:
+        doc = _slow_json(raw)
+    except Rejected as rej:
+        return rej.reason
+    if not isinstance(doc, dict):
+        return "invalid_schema"
+    if any(isinstance(doc.get(n), float) and not math.isfinite(doc[n]) for n in ("value", "ts")):
+        return "non_finite_value"
+    try:
+        return Report.model_validate(doc)
+    except ValueError:
+        return "invalid_schema"
+
+
+@pytest.mark.parametrize("raw", ODD_RECORDS)
+def test_orjson_fast_path_classifies_like_python_json(raw: bytes) -> None:
+    try:
+        got: object = parse_report(raw, 1 << 20)
+    except Rejected as rej:
+        got = rej.reason
+    assert got == _stdlib_only(raw)
