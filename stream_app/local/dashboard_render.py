@@ -110,8 +110,8 @@ def _get(url: str, timeout: float = 10.0) -> dict[str, Any]:
     except urllib.error.HTTPError as exc:  # 400/422 carry {"status": "error", "error": ...}
         try:
             return dict(json.loads(exc.read()))
-        except ValueError:
-            return {"status": "error", "error": f"HTTP {exc.code}"}
+        except ValueError:  # e.g. a 404 page: not a Prometheus API
+            raise ValueError(f"HTTP {exc.code} from {url} (not a Prometheus API?)") from None
 
 
 class Prometheus:
@@ -119,10 +119,10 @@ class Prometheus:
         self.url = url.rstrip("/")
 
     def call(self, path: str, **params: Any) -> dict[str, Any]:
-        full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        full = f"{self.url}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
         try:
             return _get(full)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # HTTPError is an OSError: _get handled it
             raise RenderError(f"cannot reach Prometheus at {self.url}: {exc}") from exc
 
     def scrape_interval(self) -> float:
@@ -351,9 +351,12 @@ def summary(got: Collected, prometheus: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> Collected:
     got = collect(args)
-    render(got.panels, args.out, got.start, got.end, got.title)
-    text = json.dumps(summary(got, args.prometheus), indent=2, ensure_ascii=False)
-    (args.out / "summary.json").write_text(text + "\n", encoding="utf-8")
+    try:
+        render(got.panels, args.out, got.start, got.end, got.title)
+        text = json.dumps(summary(got, args.prometheus), indent=2, ensure_ascii=False)
+        (args.out / "summary.json").write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise RenderError(f"cannot write to {args.out}: {exc}") from exc
     return got
 
 

@@ -118,6 +118,13 @@ def _populate(bootstrap: str, worker: Worker) -> None:
     send(bootstrap, "reports", list(REJECTS.values()))
 
 
+def _scraped(prom_port: int, worker: Worker) -> bool:
+    assert worker.alive(), f"worker exited:\n{worker.log()}"
+    answer = dr.Prometheus(f"http://127.0.0.1:{prom_port}").call(
+        "/api/v1/query", query='count(pufferfish_events_rejected_total{job="pufferfish"})')
+    return bool(answer.get("data", {}).get("result"))
+
+
 def _args(prom_port: int, out: Path, minutes: float = MINUTES) -> list[str]:
     return ["--prometheus", f"http://127.0.0.1:{prom_port}", "--out", str(out),
             "--minutes", f"{minutes:.3f}"]
@@ -155,7 +162,9 @@ def test_every_panel_renders_real_series(
 ) -> None:
     with running_prometheus(tmp_path, [f"127.0.0.1:{worker.metrics_port}"], "1s") as port:
         scraped_since = time.time()
-        # produced while Prometheus scrapes: a counter's rate shows only increases it saw
+        # produced once Prometheus scrapes: a counter's rate shows only increases it saw
+        wait_for(lambda: _scraped(port, worker), 60, "a first scrape of the worker",
+                 detail=worker.log)
         _populate(broker.bootstrap, worker)
         missing: list[str] = []
 
