@@ -44,6 +44,7 @@ METRIC_NAMES = (
     "pufferfish_learning_rounds_total",
     "pufferfish_priors_seq",
     "pufferfish_budget_window_seconds_remaining",
+    "pufferfish_release_charge",
 )
 
 
@@ -65,6 +66,7 @@ class Metrics:
     learning_rounds: Counter
     priors_seq: Gauge
     budget_window_seconds_remaining: Gauge
+    release_charge: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -116,6 +118,11 @@ class Metrics:
             budget_window_seconds_remaining=Gauge(
                 "pufferfish_budget_window_seconds_remaining",
                 "Seconds until the privacy window renews the budget (0 without windows)",
+                registry=reg,
+            ),
+            release_charge=Gauge(
+                "pufferfish_release_charge",
+                "Epsilon charged by the latest release (its published charge field)",
                 registry=reg,
             ),
         )

@@ -238,6 +238,7 @@ class Releaser:
             return None
         self.metrics.releases.inc()
         self.metrics.theta.set(plan.theta)
+        self.metrics.release_charge.set(charge)
         if newest > 0 and math.isfinite(newest):
             self.metrics.release_lag_seconds.observe(max(record.ts - newest, 0.0))
         return record
