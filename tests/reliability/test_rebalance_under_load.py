@@ -12,6 +12,7 @@ import itertools
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +23,12 @@ from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     Topics,
     Worker,
+    _read_keyed,
     check_journal,
     new_topics,
     produce_raw,
     read_all_json,
+    run,
     users_changelog,
     wait_consumed,
     wait_ready,
@@ -61,6 +64,19 @@ def _owns_input(bootstrap: str, topics: Topics, worker: Worker) -> bool:
             or 0) > 0
 
 
+def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, Any]
+                   ) -> list[int]:
+    """For a failure message: the reports counted in each changelog record of the first user
+    whose final state is wrong, in changelog order (a lower count after a higher one would be
+    a stale write; a short last value, a lost update)."""
+    bad = histogram_mismatches(wl, states)
+    if not bad:
+        return []
+    user = sorted(bad)[0]
+    records = run(_read_keyed(bootstrap, f"{app_id}-users-changelog", True))
+    return [sum(v.get("counts", [])) for k, v in records if k == user and v is not None]
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("eager", ["false", "true"], ids=["faust-drain", "drain-eager"])
 def test_join_and_leave_mid_stream_lose_and_double_nothing(
@@ -91,6 +107,7 @@ def test_join_and_leave_mid_stream_lose_and_double_nothing(
         assert feed.sent_at_release < feed.total
         releases = _wait_for_sum(broker, topics, wl.expected_sum(), wb, timeout=120)
         states = users_changelog(broker.bootstrap, topics.app_id)
+        history = _count_history(broker.bootstrap, topics.app_id, wl, states)
         deadletters = read_all_json(broker.bootstrap, topics.deadletter)
     finally:
         wa.stop()
@@ -102,7 +119,8 @@ def test_join_and_leave_mid_stream_lose_and_double_nothing(
     print(f"\nRELIABILITY rebalance drain_eager={eager}: sent_reports={len(wl.reports)}, "
           f"accepted={accepted_total(states)}, deadletters={dict(reasons)}, "
           f"releases={journal.releases}")
-    assert histogram_mismatches(wl, states) == {}
+    bad = histogram_mismatches(wl, states)
+    assert bad == {}, f"{bad}\nchangelog history of the first of them: {history}"
     assert accepted_total(states) == len(wl.reports)
     _assert_only_redelivery(reasons, wl)
     assert journal.conflicting_seqs == [] and journal.eps_decreases == []

@@ -16,7 +16,9 @@ from typing import Any
 
 from stream_app.state import UserState, report_digest
 from tests.kafka_helpers import Record
-from tests.reliability.harness import Topics, membership
+from tests.reliability.harness import TANSU_COMPAT, Topics, membership
+
+DEDUP_WINDOW = int(TANSU_COMPAT["PUFFERFISH_DEDUP_WINDOW"])  # the ids a user's state keeps
 
 DOMAIN = (0, 1, 2, 3, 4, 5)
 
@@ -80,11 +82,13 @@ class Workload:
             seen[user][value] += 1
         return {u: [c[v] for v in DOMAIN] for u, c in seen.items()}
 
-    def expected_ids(self) -> dict[str, set[str]]:
-        ids: dict[str, set[str]] = {u: set() for u in self.users}
+    def expected_ids(self, window: int = DEDUP_WINDOW) -> dict[str, set[str]]:
+        """Per user, the ids the state keeps: its last `window` distinct report ids (a user's
+        reports are applied in the order they were produced)."""
+        ids: dict[str, dict[str, None]] = {u: {} for u in self.users}
         for user, _v, rid, _ts in self.reports:
-            ids[user].add(rid)
-        return ids
+            ids[user][rid] = None
+        return {u: set(list(order)[-window:]) for u, order in ids.items()}
 
 
 def histogram_mismatches(wl: Workload, states: dict[str, dict[str, Any]]) -> dict[str, Any]:
