@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from stream_app.local import dashboard_queries as dq
 from stream_app.local import dashboard_render as dr
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import METRIC_NAMES
@@ -56,14 +57,14 @@ def test_dashboard_shows_every_metric() -> None:
     ("sum(x[[[job]]])", "sum(x[pufferfish])"),
 ])
 def test_grafana_variables_are_replaced(expr: str, expected: str) -> None:
-    variables = {**dr.DEFAULT_VARS, **dr.time_vars(60, 1, 1)}
-    assert dr.substitute(expr, variables) == expected
+    variables = {**dr.DEFAULT_VARS, **dq.time_vars(60, 1, 1)}
+    assert dq.substitute(expr, variables) == expected
 
 
 def test_durations() -> None:
-    assert dr.parse_duration("1m30s") == 90 and dr.parse_duration("250ms") == 0.25
-    with pytest.raises(dr.RenderError):
-        dr.parse_duration("15 seconds")
+    assert dq.parse_duration("1m30s") == 90 and dq.parse_duration("250ms") == 0.25
+    with pytest.raises(dq.RenderError):
+        dq.parse_duration("15 seconds")
 
 
 @pytest.mark.parametrize("argv", [
@@ -82,8 +83,8 @@ def test_errors_are_one_line_exit_2(argv: list[str], tmp_path: Path,
 def test_unknown_variable_is_an_error(tmp_path: Path) -> None:
     target = {"refId": "A", "expr": 'x{a="$nope"}'}
     dash = {"panels": [{"id": 1, "title": "t", "targets": [target]}]}
-    with pytest.raises(dr.RenderError, match=r"\$nope"):
-        dr.load_panels(dash, dict(dr.DEFAULT_VARS))
+    with pytest.raises(dq.RenderError, match=r"\$nope"):
+        dq.load_panels(dash, dict(dr.DEFAULT_VARS))
 
 
 # --- the live render ------------------------------------------------------------------------
@@ -120,7 +121,7 @@ def _populate(bootstrap: str, worker: Worker) -> None:
 
 def _scraped(prom_port: int, worker: Worker) -> bool:
     assert worker.alive(), f"worker exited:\n{worker.log()}"
-    answer = dr.Prometheus(f"http://127.0.0.1:{prom_port}").call(
+    answer = dq.Prometheus(f"http://127.0.0.1:{prom_port}").call(
         "/api/v1/query", query='count(pufferfish_events_rejected_total{job="pufferfish"})')
     return bool(answer.get("data", {}).get("result"))
 
@@ -130,7 +131,7 @@ def _args(prom_port: int, out: Path, minutes: float = MINUTES) -> list[str]:
             "--minutes", f"{minutes:.3f}"]
 
 
-def _by_title(got: dr.Collected) -> dict[str, dict[str, dr.Target]]:
+def _by_title(got: dr.Collected) -> dict[str, dict[str, dq.Target]]:
     return {p.title: {t.ref: t for t in p.targets} for p in got.panels}
 
 
