@@ -11,8 +11,11 @@ locations and offsets only: no record, value or user id is printed (log_safety).
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import logging
+import os
+import types
 from typing import Any
 
 log = logging.getLogger("stream_app.diagnostics")
@@ -29,9 +32,37 @@ async def dump(app: Any) -> None:
     tasks = asyncio.all_tasks()
     out.write(f"{len(tasks)} tasks\n")
     for task in sorted(tasks, key=lambda t: t.get_name()):
-        out.write(f"--- {task.get_name()} {task.get_coro()!r}\n")
-        task.print_stack(limit=12, file=out)
+        out.write(f"--- {task.get_name()}\n")
+        for where in await_chain(task.get_coro()):
+            out.write(f"    {where}\n")
+    # an agent's own coroutine hides behind Faust's wrappers: list the project's suspended
+    # coroutines and async generators with what each of them awaits
+    out.write("project coroutines\n")
+    for obj in gc.get_objects():
+        if isinstance(obj, types.CoroutineType | types.AsyncGeneratorType):
+            frame = getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None)
+            if frame is not None and f"{os.sep}stream_app{os.sep}" in frame.f_code.co_filename:
+                out.write(f"--- {frame.f_code.co_name}\n")
+                for where in await_chain(obj):
+                    out.write(f"    {where}\n")
     log.warning("%s", out.getvalue())
+
+
+def await_chain(coro: Any, limit: int = 40) -> list[str]:
+    """Where a suspended coroutine waits, outermost first: each awaited coroutine's (or async
+    generator's) current line. asyncio's own task stacks stop at the task's first frame."""
+    chain: list[str] = []
+    while coro is not None and len(chain) < limit:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(
+            coro, "ag_frame", None)
+        if frame is None:
+            chain.append(repr(coro)[:120])
+            break
+        code = frame.f_code
+        chain.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        coro = (getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+                or getattr(coro, "ag_await", None))
+    return chain
 
 
 async def _consumer_state(app: Any) -> str:
