@@ -7,15 +7,15 @@ an error is dropped and recreated on the next use.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
+from stream_app.aio import within
 from stream_app.clients import aiokafka_kwargs
 from stream_app.settings import Settings
 
@@ -34,26 +34,11 @@ class JournalError(RuntimeError):
     """A journal could not be read to its end (or a broker call did not answer) in time."""
 
 
-_abandoned: set[asyncio.Future[Any]] = set()  # referenced until they end
-
-
 async def bounded(aw: Awaitable[T], what: str, seconds: float = BROKER_CALL_SECONDS) -> T:
-    """Await with a time bound that holds even if the call ignores cancellation.
-
-    asyncio.wait_for waits for the cancelled call to finish; aiokafka's producer send and stop
-    can hang on a dead connection (aio-libs/aiokafka#1101), so a late call is cancelled and
-    left behind instead of awaited.
-    """
-    task = asyncio.ensure_future(aw)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        _abandoned.add(task)
-        task.add_done_callback(_abandoned.discard)
+    """Await with a time bound that holds even if the call ignores cancellation
+    (stream_app/aio.py)."""
+    task = await within(aw, seconds)
+    if task is None:
         raise JournalError(f"{what}: no answer in {seconds:g} s")
     if task.cancelled():
         # aiokafka cancels its own futures when a connection dies; escaping as CancelledError,

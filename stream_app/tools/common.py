@@ -8,7 +8,6 @@ Every broker problem at start-up (refused, no answer, TLS/SASL failure) becomes 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Mapping
@@ -18,14 +17,13 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 
 from core.errors import PufferfishInputError
+from stream_app.aio import within
 from stream_app.settings import Settings
 
 T = TypeVar("T")
 BROKER_FIELD = "bootstrap_servers"
 DEFAULT_TIMEOUT = 10.0
 EXIT_OK, EXIT_PARTIAL, EXIT_ERROR = 0, 1, 2
-
-_abandoned: set[asyncio.Future[Any]] = set()  # calls that ignored their deadline
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -66,16 +64,8 @@ async def bounded(aw: Awaitable[T], seconds: float, settings: Settings, what: st
     """Await ``aw`` (the step ``what``; "" for connecting) for at most ``seconds``; a late call
     is cancelled and left behind (aiokafka calls may ignore cancellation on a dead connection).
     Errors name the broker."""
-    task = asyncio.ensure_future(aw)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        _abandoned.add(task)
-        task.add_done_callback(_abandoned.discard)
+    task = await within(aw, seconds)
+    if task is None:
         raise broker_error(settings, f"no answer in {seconds:g} s from", what)
     if task.cancelled():
         raise broker_error(settings, "call cancelled inside the Kafka client for", what)
@@ -91,13 +81,8 @@ async def bounded(aw: Awaitable[T], seconds: float, settings: Settings, what: st
 
 async def quietly(aw: Awaitable[object], seconds: float) -> None:
     """Stop a client: bounded, errors ignored (it is being dropped anyway)."""
-    task = asyncio.ensure_future(aw)
-    done, _ = await asyncio.wait({task}, timeout=seconds)
-    if not done:
-        task.cancel()
-        _abandoned.add(task)
-        task.add_done_callback(_abandoned.discard)
-    elif not task.cancelled():
+    task = await within(aw, seconds)
+    if task is not None and not task.cancelled():
         task.exception()  # retrieved: no "exception was never retrieved" at exit
 
 
