@@ -11,8 +11,6 @@ import asyncio
 import json
 import math
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -25,19 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from stream_app.local.broker import EmbeddedBroker
 from stream_app.metrics import Samples, local_url, scrape
 from tests.deploy.support import (
     DASHBOARD,
-    PROMETHEUS_CONFIG,
     ROOT,
     RULES_FILE,
     dashboard_exprs,
     free_port,
     load_yaml,
     rule_exprs,
+    running_prometheus,
+    stop_process_group,
 )
 from tests.kafka_helpers import produce_json
 from tests.waiting import wait_for
@@ -75,16 +73,6 @@ def prom_query(prom_port: int, expr: str) -> dict[str, Any]:
 
 
 # --- processes ------------------------------------------------------------------------------
-
-def _stop(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=grace)
-
 
 @dataclass
 class Worker:
@@ -128,58 +116,13 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
     try:
         yield Worker(proc, metrics_port, log)
     finally:
-        _stop(proc)
-
-
-def _scrape_config(worker_port: int, prom_port: int) -> dict[str, Any]:
-    """deploy/prometheus/prometheus.yml with only its targets and intervals changed."""
-    config: dict[str, Any] = load_yaml(PROMETHEUS_CONFIG)
-    config["global"]["scrape_interval"] = "1s"
-    config["global"]["evaluation_interval"] = "1s"
-    config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / f) for f in config["rule_files"]]
-    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    worker_job = jobs["pufferfish"]
-    worker_job.pop("dns_sd_configs")
-    worker_job["static_configs"] = [{"targets": [f"127.0.0.1:{worker_port}"]}]
-    jobs["prometheus"]["static_configs"] = [{"targets": [f"127.0.0.1:{prom_port}"]}]
-    return config
+        stop_process_group(proc)
 
 
 @pytest.fixture
 def prometheus(worker: Worker, tmp_path: Path) -> Iterator[int]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus not found: apt-get install prometheus (scripts/test.sh does)"
-    for _attempt in range(3):  # the free port may be taken before Prometheus binds it
-        port = free_port()
-        config = tmp_path / "prometheus.yml"
-        config.write_text(yaml.safe_dump(_scrape_config(worker.metrics_port, port)))
-        log = open(tmp_path / "prometheus.log", "ab")  # noqa: SIM115 - closed below
-        proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            if _wait_ready(proc, port, timeout=30):
-                yield port
-                return
-        finally:
-            _stop(proc)
-            log.close()
-    pytest.fail(f"prometheus did not start: {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if _get(f"http://127.0.0.1:{port}/-/ready", timeout=1).startswith(b"Prometheus"):
-                return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False
+    with running_prometheus(tmp_path, [f"127.0.0.1:{worker.metrics_port}"]) as port:
+        yield port
 
 
 def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
