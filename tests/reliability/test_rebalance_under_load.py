@@ -77,7 +77,7 @@ def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, 
     return [sum(v.get("counts", [])) for k, v in records if k == user and v is not None]
 
 
-# Known defect, quarantined (strict=False: a pass is reported as XPASS): in 2 of ~14 runs a
+# Known defect, quarantined (strict=False: a pass is reported as XPASS): in 3 of 25 runs a
 # join rebalance lost records: the changelog counts rise monotonically but end short by one
 # report for 30 of 40 users (~one feed chunk never reached the agent while its offsets were
 # committed). Faust's drain step abandons a record's hand-off when the flow is suspended yet
