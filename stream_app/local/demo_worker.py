@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from stream_app.local.worker_process import settings_env
 from stream_app.models import Partial
 from stream_app.settings import Settings
 
@@ -100,14 +101,7 @@ def start_demo_worker(
 ) -> tuple[subprocess.Popen[bytes], IO[bytes], Path]:
     """This module as a subprocess with the settings as PUFFERFISH_* variables; its log file
     and the truth file it appends to."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
-    for name in settings.model_fields_set:
-        value = getattr(settings, name)
-        if value is None:
-            continue
-        env[f"PUFFERFISH_{name.upper()}"] = (
-            json.dumps(list(value)) if isinstance(value, tuple) else str(value)
-        )
+    env = settings_env(settings)
     truth_path = workdir / TRUTH_FILE
     os.close(os.open(truth_path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600))
     log_path = workdir / "worker.log"

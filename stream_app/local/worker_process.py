@@ -7,9 +7,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
-from typing import IO
 
 from stream_app.local.population import DOMAIN
 from stream_app.settings import Settings
@@ -44,26 +42,17 @@ def demo_settings(
     )
 
 
-def start_worker(settings: Settings, workdir: Path) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
-    """``python -m stream_app run`` with the settings as PUFFERFISH_* variables; its log file."""
+def settings_env(settings: Settings) -> dict[str, str]:
+    """This process's environment with the settings as PUFFERFISH_* variables (those set)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     for name in settings.model_fields_set:
         value = getattr(settings, name)
         if value is None:
             continue
-        if isinstance(value, tuple):
-            env[f"PUFFERFISH_{name.upper()}"] = json.dumps(list(value))
-        else:
-            env[f"PUFFERFISH_{name.upper()}"] = str(value)
-    log_path = workdir / "worker.log"
-    log = open(log_path, "ab")  # noqa: SIM115 - the caller closes it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "stream_app", "run"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-        start_new_session=True,  # Ctrl-C reaches the demo only; the demo stops the worker
-    )
-    print(f"worker: pid {proc.pid}, log {log_path}", flush=True)
-    return proc, log
+        env[f"PUFFERFISH_{name.upper()}"] = (
+            json.dumps(list(value)) if isinstance(value, tuple) else str(value)
+        )
+    return env
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], grace: float) -> None:
