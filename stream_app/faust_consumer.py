@@ -1,39 +1,45 @@
-"""The worker's Faust consumer: two settings Faust does not expose (docs/design.md, "Throughput").
+"""The worker's Faust consumer: its own drain loop and two settings Faust does not expose
+(docs/design.md, "Throughput" and "Records are handed over in offset order").
+
+The drain loop replaces Faust's ``Consumer._drain_messages``: it hands a fetched record to the
+conductor only at the offset its partition expects next, and fetches again a record whose
+hand-off a rebalance abandoned (stream_app/faust_offsets.py says why Faust's loop loses those).
 
 ``consumer_fetch_max_wait_seconds``: how long the broker may hold a fetch that finds no new
 record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives, but a broker
 that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
 each hop (input topic, partials topic) before a release can include it.
 
-``drain_eager`` (off by default): Faust's per-record drain step without its tasks.
-
-Faust's ``Consumer._drain_messages`` hands every fetched record to the conductor with
-``wait_first(callback(message), suspend_flow.wait())``: two tasks (plus the consumer's
-stopped/crashed watchers) and their cancellations per record, so that a callback stuck on a full
-stream buffer, a suspended flow or a full producer buffer is abandoned when a rebalance
-suspends the flow. That bookkeeping is the largest cost of a Faust stream (docs/design.md,
-"Throughput").
-
-Here the callback runs *eagerly*, as Python 3.12's ``asyncio.eager_task_factory`` would: its
-first step runs inline. The conductor's callback awaits only when it must block (flow control,
-producer back-pressure, a full buffer); if it completes without suspending — the common case —
-no task is created. If it does suspend, the partly-run coroutine is resumed inside the same
-``wait_first`` as before, so a rebalance still abandons it exactly as in Faust. Rebalance safety
-is therefore unchanged: the only callbacks that skip ``wait_first`` are those that never gave
-the event loop a chance to run a rebalance in the middle of them.
+``drain_eager`` (off by default): the per-record hand-off without its tasks. Faust hands every
+record over with ``wait_first(callback(message), suspend_flow.wait())``: two tasks (plus the
+consumer's stopped/crashed watchers) and their cancellations per record, so that a callback
+stuck on a full stream buffer, a suspended flow or a full producer buffer is abandoned when a
+rebalance suspends the flow. That bookkeeping is the largest cost of a Faust stream.
+With ``drain_eager`` the callback's first step runs inline, as Python 3.12's
+``asyncio.eager_task_factory`` would. The conductor's callback awaits only when it must block;
+if it completes without suspending — the common case — no task is created. If it does suspend,
+the partly-run coroutine is resumed inside the same ``wait_first``, so a rebalance still abandons
+it: the only callbacks that skip ``wait_first`` are those that never gave the event loop a
+chance to run a rebalance in the middle of them.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Generator
+import logging
+from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from faust.transport.consumer import CONSUMER_FETCHING, ensure_TP
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
-from mode.services import WaitResults
+from faust.types import TP
+
+from stream_app.faust_offsets import ExpectedOffsets, Verdict
+
+logger = logging.getLogger(__name__)
 
 
 class _Resumed:
@@ -83,30 +89,124 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
 
 
 class PufferfishConsumer(AIOKafkaConsumer):
+    """Faust's aiokafka consumer with the worker's own drain loop (stream_app/faust_offsets.py:
+    records are handed over in offset order, an abandoned hand-off is fetched again)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._expected = ExpectedOffsets()
+
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-    def _is_drain_step(self, coros: tuple[Any, ...]) -> bool:
-        """The drain loop's call: (callback coroutine, ``self.suspend_flow.wait()``)."""
-        if len(coros) != 2 or not all(asyncio.iscoroutine(c) for c in coros):
-            return False
-        frame = getattr(coros[1], "cr_frame", None)
-        return frame is not None and frame.f_locals.get("self") is self.suspend_flow
+    # --- every seek tells the drain loop where the partition's next record is -----------------
+    async def seek(self, partition: TP, offset: int) -> None:
+        await super().seek(partition, offset)
+        self._expected.sought(ensure_TP(partition), offset)
 
-    async def wait_first(self, *coros: Any, timeout: Any = None) -> WaitResults:
+    async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
+        await super().seek_wait(partitions)
+        for tp, offset in partitions.items():
+            self._expected.sought(ensure_TP(tp), offset)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        committed = await super().seek_to_committed()
+        for tp, offset in committed.items():
+            if offset and offset > 0:  # aiokafka seeks only these; the rest stay where they are
+                self._expected.sought(ensure_TP(tp), offset)
+        return committed
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        for tp in revoked:
+            self._expected.forget(tp)
+        await super().on_partitions_revoked(revoked)
+
+    # --- the drain loop (replaces Faust's Consumer._drain_messages) -------------------------
+    async def _drain_messages(self, fetcher: Any) -> None:
+        callback, expected = self.callback, self._expected
         eager = tuning_of(self.app).drain_eager
-        if not eager or timeout is not None or not self._is_drain_step(coros):
-            return await super().wait_first(*coros, timeout=timeout)
-        callback, suspended = coros
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
+        since_yield = 0
         try:
-            first = callback.send(None)
-        except StopIteration as done:  # completed without suspending: no task needed
-            suspended.close()
-            return WaitResults([callback], [done.value], False)
-        except BaseException:
-            suspended.close()
+            while not (should_stop() or fetcher_should_stop()):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                batch = self.getmany(timeout=1.0)
+                await self.sleep(0)  # getmany may not release the loop (as in Faust)
+                if self.should_stop:
+                    continue
+                skip: set[TP] = set()  # partitions sought back during this batch
+                async for tp, message in batch:
+                    since_yield += 1
+                    if since_yield > 100:
+                        await asyncio.sleep(0)
+                        since_yield = 0
+                    if tp in skip:
+                        continue
+                    offset = message.offset
+                    verdict = expected.judge(tp, offset)
+                    if verdict is Verdict.DROP:
+                        continue
+                    if verdict is Verdict.RESEEK:
+                        skip.add(tp)
+                        await self._seek_back(tp, expected.expected(tp), f"record {offset} "
+                                              "is past the next one expected")
+                        continue
+                    if verdict is Verdict.GAP:
+                        start, end = expected.skip_gap(tp)
+                        if acks_enabled_for(message.topic):
+                            await self._add_gap(tp, start, end - 1)  # Faust's end is inclusive
+                    if self._commit_every is not None and self._n_acked >= self._commit_every:
+                        self._n_acked = 0
+                        await self.commit()
+                    if await self._hand_over(callback(message), eager):
+                        self._read_offset[tp] = offset
+                        if not expected.handed_over(tp, offset):
+                            skip.add(tp)  # sought meanwhile: the rest of this batch is stale
+                    else:
+                        skip.add(tp)
+                        await self._seek_back(tp, offset, "its hand-off was abandoned")
+                self.diag.unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                return
             raise
-        return await super().wait_first(_Resumed(callback, first), suspended)
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                return
+            raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _hand_over(self, coro: Any, eager: bool) -> bool:
+        """Run the conductor's callback for one record unless the flow is suspended first
+        (Faust's rebalance safety); True when the callback completed."""
+        suspended = self.suspend_flow.wait()
+        awaitable: Any = coro
+        if eager:
+            try:
+                first = coro.send(None)
+            except StopIteration:  # completed without suspending: no task needed
+                suspended.close()
+                return True
+            except BaseException:
+                suspended.close()
+                raise
+            awaitable = _Resumed(coro, first)
+        result = await self.wait_first(awaitable, suspended)
+        return any(done is awaitable for done in result.done)
+
+    async def _seek_back(self, tp: TP, offset: int | None, why: str) -> None:
+        """Fetch `tp` again from `offset`: the records from there were not handed over."""
+        if offset is None or tp not in self.assignment():
+            return  # revoked meanwhile: its next owner starts from the committed offset
+        logger.info("fetching %s[%d] again from offset %d: %s", tp.topic, tp.partition, offset,
+                    why)
+        try:
+            await self.seek(tp, offset)
+        except Exception as exc:  # noqa: BLE001 - a revoke can race the seek; the rebalance re-seeks
+            logger.warning("could not seek %s[%d] back to %d: %r", tp.topic, tp.partition,
+                           offset, exc)
 
 
 class PufferfishTransport(AIOKafkaTransport):

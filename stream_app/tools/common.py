@@ -8,9 +8,12 @@ Every broker problem at start-up (refused, no answer, TLS/SASL failure) becomes 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import os
+import signal
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from aiokafka.client import AIOKafkaClient
@@ -52,6 +55,60 @@ def fail(exc: BaseException | str) -> int:
 def quiet_kafka_logs() -> None:
     """aiokafka logs every refused connection at ERROR: the tools report problems themselves."""
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL + 1)
+
+
+CLEANUP_GRACE_SECONDS = 3.0
+
+
+def run_until_interrupted(main: Coroutine[Any, Any, T], exit_code: int = EXIT_OK) -> T | None:
+    """Run ``main`` on a fresh event loop; Ctrl-C (SIGINT) cancels it, so its ``finally``
+    blocks (bounded client stops) run, and returns None.
+
+    Unlike ``asyncio.run``, the end does not wait without limit for the tasks ``main`` left
+    behind: an aiokafka call that a time bound abandoned may ignore cancellation for ever
+    (stream_app/aio.py), and ``asyncio.run`` would then never return. They get
+    CLEANUP_GRACE_SECONDS; if one still runs after ``main`` ended normally or by Ctrl-C, the
+    process ends at once with ``exit_code`` (stdout/stderr flushed) rather than hang. An error
+    of ``main`` is raised as usual.
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(main)
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
+    result: T | None = None
+    try:
+        result = loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        ended_well = task.done() and (task.cancelled() or task.exception() is None)
+        if not _cleaned_up(loop) and ended_well:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exit_code)
+        loop.close()
+    return result
+
+
+def _cleaned_up(loop: asyncio.AbstractEventLoop) -> bool:
+    """Cancel what is left on ``loop``; False if something still runs after the grace time."""
+    rest = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for left in rest:
+        left.cancel()
+    if rest:
+        loop.run_until_complete(asyncio.wait(rest, timeout=CLEANUP_GRACE_SECONDS))
+    if any(not t.done() for t in rest):
+        return False
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    return True
 
 
 def broker_error(settings: Settings, problem: str, step: str = "") -> PufferfishInputError:

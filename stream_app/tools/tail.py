@@ -159,8 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return common.fail(exc)
     common.quiet_kafka_logs()
     try:
-        asyncio.run(follow(settings, topics, args.json, args.from_beginning, args.max,
-                           args.timeout))
+        common.run_until_interrupted(follow(settings, topics, args.json, args.from_beginning,
+                                            args.max, args.timeout))
     except PufferfishInputError as exc:
         return common.fail(exc)
     except KeyboardInterrupt:

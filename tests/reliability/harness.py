@@ -47,8 +47,12 @@ TANSU_COMPAT = {
 
 
 # topic role -> partitions (None: the input partition count); names are "<prefix>-<role>"
+# Every topic the worker uses, so each test has its own (a shared default `priors` topic
+# was auto-created with the broker's default of 4 partitions after the outage test's
+# broker restart, before the worker could create it with 1).
 TOPIC_ROLES: dict[str, int | None] = {
-    "reports": None, "membership": None, "releases": 1, "deadletter": 1, "partials": 1,
+    "reports": None, "membership": None, "releases": 1, "priors": 1, "deadletter": 1,
+    "partials": 1,
 }
 
 
@@ -61,6 +65,7 @@ class Topics:
     reports: str = field(init=False)
     membership: str = field(init=False)
     releases: str = field(init=False)
+    priors: str = field(init=False)
     deadletter: str = field(init=False)
     partials: str = field(init=False)
     app_id: str = field(init=False)

@@ -2,8 +2,11 @@
 the group mid-stream, then the first leaves (SIGTERM) mid-stream; nothing may be lost or
 counted twice (the running sum, every user's histogram and report ids from the changelog).
 
-``drain_eager`` (stream_app/eager_drain.py) changes how the consumer hands records to streams,
-which is exactly what a rebalance interrupts; the default path is run as the reference.
+``drain_eager`` (stream_app/faust_consumer.py) changes how the consumer hands records to
+streams, which is exactly what a rebalance interrupts; the default path is run as the reference.
+Before the worker's own drain loop (stream_app/faust_offsets.py), Faust's lost records here in
+3 of 25 runs: its changelog counts rose monotonically but ended one report short for 30 of 40
+users (a run of records committed without reaching the agent).
 """
 
 from __future__ import annotations
@@ -77,17 +80,7 @@ def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, 
     return [sum(v.get("counts", [])) for k, v in records if k == user and v is not None]
 
 
-# Known defect, quarantined (strict=False: a pass is reported as XPASS): in 3 of 25 runs a
-# join rebalance lost records: the changelog counts rise monotonically but end short by one
-# report for 30 of 40 users (~one feed chunk never reached the agent while its offsets were
-# committed). Faust's drain step abandons a record's hand-off when the flow is suspended yet
-# advances its read offset (the same step the SIGUSR1 dump caught holding a fetched record);
-# the fix (re-seek abandoned offsets) is open work: issue 12/16 closing note.
-LOSS = pytest.mark.xfail(strict=False, reason="Faust drain drops records across a rebalance")
-
-
 @pytest.mark.timeout(300)
-@LOSS
 @pytest.mark.parametrize("eager", ["false", "true"], ids=["faust-drain", "drain-eager"])
 def test_join_and_leave_mid_stream_lose_and_double_nothing(
     broker_module: EmbeddedBroker, tmp_path: Path, eager: str

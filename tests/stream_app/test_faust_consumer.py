@@ -1,13 +1,17 @@
-"""The worker's consumer (stream_app/faust_consumer.py). drain_eager: the callback runs inline
+"""The worker's consumer (stream_app/faust_consumer.py). Its drain loop hands records over in
+offset order and fetches again what a rebalance abandoned; drain_eager: the callback runs inline
 when it need not wait, and a callback that waits is still abandoned when the flow is suspended
 (Faust's rebalance safety). consumer_fetch_max_wait_seconds reaches aiokafka's fetcher."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from faust.types import TP
 
 from stream_app.faust_app import new_app
 from stream_app.faust_consumer import PufferfishConsumer, _Resumed
@@ -72,9 +76,9 @@ async def test_a_callback_that_need_not_wait_runs_inline(consumer: Any) -> None:
         ran_in.append(asyncio.current_task())
         return "done"
 
-    result = await consumer.wait_first(callback(), consumer.suspend_flow.wait())
+    result = await consumer._hand_over(callback(), True)
     assert ran_in == [caller]  # no task was made for it
-    assert result.results == ["done"] and not result.stopped
+    assert result is True
 
 
 async def test_a_waiting_callback_completes_in_wait_first(consumer: Any) -> None:
@@ -85,12 +89,12 @@ async def test_a_waiting_callback_completes_in_wait_first(consumer: Any) -> None
         return "late"
 
     waiting = asyncio.ensure_future(
-        consumer.wait_first(callback(), consumer.suspend_flow.wait()))
+        consumer._hand_over(callback(), True))
     await asyncio.sleep(0.01)
     assert not waiting.done()
     gate.set()
     result = await asyncio.wait_for(waiting, 5)
-    assert result.results == ["late"]
+    assert result is True
 
 
 async def test_a_waiting_callback_is_abandoned_when_the_flow_is_suspended(consumer: Any) -> None:
@@ -105,13 +109,13 @@ async def test_a_waiting_callback_is_abandoned_when_the_flow_is_suspended(consum
 
     consumer.suspend_flow.clear()
     waiting = asyncio.ensure_future(
-        consumer.wait_first(callback(), consumer.suspend_flow.wait()))
+        consumer._hand_over(callback(), True))
     await asyncio.sleep(0.01)
     consumer.suspend_flow.set()  # a rebalance starts
     result = await asyncio.wait_for(waiting, 5)
     await asyncio.sleep(0)
     assert seen == ["abandoned"]
-    assert result.results == [True] and len(result.done) == 1  # only suspend_flow.wait() won
+    assert result is False  # only suspend_flow.wait() won: the record was not handed over
 
 
 async def test_a_callback_error_propagates(consumer: Any) -> None:
@@ -119,23 +123,10 @@ async def test_a_callback_error_propagates(consumer: Any) -> None:
         raise ValueError("bad record")
 
     with pytest.raises(ValueError, match="bad record"):
-        await consumer.wait_first(callback(), consumer.suspend_flow.wait())
+        await consumer._hand_over(callback(), True)
 
 
-async def test_other_waits_are_faust_s(consumer: Any) -> None:
-    async def one() -> int:
-        await asyncio.sleep(0)
-        return 1
-
-    async def two() -> int:
-        await asyncio.sleep(10)
-        return 2
-
-    result = await consumer.wait_first(one(), two())
-    assert result.results == [1]
-
-
-async def test_off_by_default_every_wait_is_faust_s() -> None:
+async def test_off_by_default_the_callback_runs_in_a_task_as_in_faust() -> None:
     cons = _app().consumer
     caller = asyncio.current_task()
     ran_in: list[Any] = []
@@ -143,7 +134,7 @@ async def test_off_by_default_every_wait_is_faust_s() -> None:
     async def callback() -> None:
         ran_in.append(asyncio.current_task())
 
-    await cons.wait_first(callback(), cons.suspend_flow.wait())
+    await cons._hand_over(callback(), False)
     assert ran_in and ran_in[0] is not caller  # Faust ran it in a task of its own
 
 
@@ -156,3 +147,123 @@ async def test_fetch_max_wait_reaches_the_fetcher_settings(
     raw = cons._thread._create_worker_consumer(cons.transport)
     assert raw._fetch_max_wait_ms == expected_ms
     await raw.stop()
+
+
+# --- the drain loop: records in offset order, nothing abandoned is lost ----------------------
+
+TP0 = TP("reports", 0)
+
+
+@dataclass
+class _Record:
+    offset: int
+    topic: str = "reports"
+
+
+class _Drain:
+    """Runs the consumer's drain loop over scripted fetches, with a seek that only records."""
+
+    def __init__(self, consumer: Any, batches: list[list[int]]) -> None:
+        self.consumer, self.batches = consumer, list(batches)
+        self.delivered: list[int] = []
+        self.seeks: list[tuple[TP, int]] = []
+        self.assigned = {TP0}
+        self.fetcher = SimpleNamespace(_stopped=asyncio.Event())
+        self.on_record: Any = None
+        consumer.callback = self._callback
+        consumer.getmany = self._getmany
+        consumer.assignment = lambda: set(self.assigned)
+        consumer._seek = self._seek
+        consumer.app.topics.acks_enabled_for = lambda topic: True
+
+    async def _callback(self, message: _Record) -> None:
+        if self.on_record is not None:
+            await self.on_record(message.offset)
+        self.delivered.append(message.offset)
+
+    async def _getmany(self, timeout: float) -> Any:
+        if not self.batches:
+            self.fetcher._stopped.set()
+            return
+        for offset in self.batches.pop(0):
+            yield TP0, _Record(offset)
+
+    async def _seek(self, tp: TP, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+    async def run(self) -> None:
+        await asyncio.wait_for(self.consumer._drain_messages(self.fetcher), 10)
+
+
+@pytest.fixture(params=[False, True], ids=["faust-step", "eager"])
+async def drained(request: pytest.FixtureRequest) -> Any:
+    return _app(drain_eager=request.param).consumer
+
+
+async def test_records_are_handed_over_once_in_order(drained: Any) -> None:
+    drain = _Drain(drained, [[0, 1, 2], [1, 2, 3], [4]])
+    await drain.run()
+    assert drain.delivered == [0, 1, 2, 3, 4] and drain.seeks == []
+
+
+async def test_a_batch_fetched_before_a_seek_is_not_handed_over_past_it(drained: Any) -> None:
+    # a rebalance seeks back to the committed offset 2 while offset 4 is being handed over;
+    # Faust's loop would go on with 5 and 6, acknowledge 3..4 as a gap and drop the re-fetch
+    drain = _Drain(drained, [[0, 1, 2, 3], [4, 5, 6], [2, 3, 4, 5, 6]])
+
+    async def rebalance(offset: int) -> None:
+        if offset == 4 and not drain.seeks:
+            await drained.seek(TP0, 2)
+
+    drain.on_record = rebalance
+    await drain.run()
+    assert drain.delivered == [0, 1, 2, 3, 4, 2, 3, 4, 5, 6]
+    assert drain.seeks == [(TP0, 2)] and not drained._gap[TP0]
+
+
+async def test_an_abandoned_hand_off_is_fetched_again(drained: Any) -> None:
+    stuck = asyncio.Event()
+    drain = _Drain(drained, [[0, 1], [2, 3], [2, 3]])
+
+    async def full_buffer(offset: int) -> None:
+        if offset == 2 and not drain.seeks:
+            drained.suspend_flow.set()  # a rebalance suspends the flow meanwhile
+            await stuck.wait()
+
+    drain.on_record = full_buffer
+    original = drain._getmany
+
+    async def resume_then_fetch(timeout: float) -> Any:
+        drained.suspend_flow.clear()
+        async for item in original(timeout):
+            yield item
+
+    drained.getmany = resume_then_fetch
+    await drain.run()
+    assert drain.seeks == [(TP0, 2)]  # 3 was skipped with it, not handed over ahead of it
+    assert drain.delivered == [0, 1, 2, 3]
+
+
+async def test_an_abandoned_hand_off_of_a_revoked_partition_is_left_to_its_next_owner(
+    drained: Any,
+) -> None:
+    drain = _Drain(drained, [[0, 1]])
+
+    async def revoked_meanwhile(offset: int) -> None:
+        if offset == 1:
+            drain.assigned.clear()
+            drained.suspend_flow.set()
+            await asyncio.Event().wait()
+
+    drain.on_record = revoked_meanwhile
+    await drain.run()
+    assert drain.delivered == [0] and drain.seeks == []
+
+
+async def test_a_real_hole_is_checked_once_then_acknowledged(drained: Any) -> None:
+    drain = _Drain(drained, [[0, 1, 2], [5, 6], [5, 6], [7]])
+    await drain.run()
+    assert drain.delivered == [0, 1, 2, 5, 6, 7]
+    assert drain.seeks == [(TP0, 3)]  # once: the fetch from 3 started at 5 again
+    gap = drained._gap[TP0]
+    assert {o for iv in gap for o in range(iv.begin, iv.end)} == {3, 4}

@@ -1,0 +1,78 @@
+"""Which fetched record the worker's drain loop may hand to its streams (docs/design.md,
+"Records are handed over in offset order").
+
+Faust's drain step remembers only the last offset it *read* and treats any jump past it as a
+gap to acknowledge. Two things break that on a rebalance or a slow start-up:
+- a hand-off abandoned because the flow was suspended still advances the read offset, so the
+  record is never handed over unless a later seek happens to bring it back (a worker that
+  fetched one record during start-up recovery then sat on it for ever);
+- a batch fetched before a seek (``perform_seek`` to the committed offsets during a rebalance)
+  is still iterated after it: its records are past the seek target, Faust acknowledges the
+  offsets in between as a gap and drops the re-fetched ones as already read (a run of records
+  committed without ever reaching the agent).
+
+Here a record is handed over only at the offset the partition expects next. The expected
+offset is set by every seek and advanced by every completed hand-off; an abandoned hand-off
+leaves it where it was and the partition is sought back to it. A record past the expected
+offset is a hole: the partition is sought back to the expected offset once, and only if the
+fresh fetch starts at the same record again is the hole real (a compacted or transactional
+topic) and acknowledged as Faust would.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+
+
+class Verdict(enum.Enum):
+    DELIVER = "deliver"  # the expected record (or the first one of an unknown position)
+    DROP = "drop"        # before the expected offset: already handed over, or before a seek
+    RESEEK = "reseek"    # past it for the first time: seek back, skip the rest of the batch
+    GAP = "gap"          # past it again after the seek back: a real hole, acknowledge it
+
+
+class ExpectedOffsets:
+    """The next offset each assigned partition may hand over (None: unknown, take any)."""
+
+    def __init__(self) -> None:
+        self._next: dict[Hashable, int | None] = {}
+        self._hole: dict[Hashable, tuple[int, int]] = {}
+
+    def expected(self, tp: Hashable) -> int | None:
+        return self._next.get(tp)
+
+    def judge(self, tp: Hashable, offset: int) -> Verdict:
+        want = self._next.get(tp)
+        if want is None or offset == want:
+            return Verdict.DELIVER
+        if offset < want:
+            return Verdict.DROP
+        if self._hole.get(tp) == (want, offset):
+            return Verdict.GAP
+        self._hole[tp] = (want, offset)
+        return Verdict.RESEEK
+
+    def skip_gap(self, tp: Hashable) -> tuple[int, int]:
+        """After a GAP verdict: expect the record past the hole; returns the hole [from, to)."""
+        start, end = self._hole.pop(tp)
+        self._next[tp] = end
+        return start, end
+
+    def handed_over(self, tp: Hashable, offset: int) -> bool:
+        """The record at `offset` reached the streams. A seek made while it was being handed
+        over (a rebalance) decides where the partition goes on, so it is not overridden: False
+        then, and the rest of the partition's batch is stale."""
+        if self._next.get(tp) not in (None, offset):
+            return False
+        self._next[tp] = offset + 1
+        self._hole.pop(tp, None)
+        return True
+
+    def sought(self, tp: Hashable, offset: int | None) -> None:
+        """A seek moved the partition's fetch position (None: to a position not known here)."""
+        self._next[tp] = offset if offset is not None and offset >= 0 else None
+
+    def forget(self, tp: Hashable) -> None:
+        self._next.pop(tp, None)
+        self._hole.pop(tp, None)

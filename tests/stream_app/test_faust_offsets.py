@@ -1,0 +1,64 @@
+"""Which fetched record may be handed over (stream_app/faust_offsets.py)."""
+
+from __future__ import annotations
+
+from stream_app.faust_offsets import ExpectedOffsets, Verdict
+
+TP = ("reports", 0)
+
+
+def test_an_unknown_position_takes_any_record_then_expects_the_next() -> None:
+    offsets = ExpectedOffsets()
+    assert offsets.judge(TP, 7) is Verdict.DELIVER
+    assert offsets.handed_over(TP, 7) is True
+    assert offsets.expected(TP) == 8
+    assert offsets.judge(TP, 8) is Verdict.DELIVER
+
+
+def test_a_record_before_the_expected_one_is_dropped() -> None:
+    offsets = ExpectedOffsets()
+    offsets.handed_over(TP, 4)
+    assert offsets.judge(TP, 4) is Verdict.DROP and offsets.judge(TP, 0) is Verdict.DROP
+
+
+def test_a_hole_is_sought_back_once_and_acknowledged_when_it_comes_back() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 3)
+    assert offsets.judge(TP, 6) is Verdict.RESEEK
+    assert offsets.judge(TP, 6) is Verdict.GAP  # the fetch from 3 started at 6 again: real
+    assert offsets.skip_gap(TP) == (3, 6)
+    offsets.handed_over(TP, 6)
+    assert offsets.expected(TP) == 7
+    assert offsets.judge(TP, 9) is Verdict.RESEEK  # a new hole is checked afresh
+
+
+def test_a_hole_that_the_fetch_again_fills_is_not_remembered() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 3)
+    assert offsets.judge(TP, 6) is Verdict.RESEEK
+    assert offsets.judge(TP, 3) is Verdict.DELIVER
+    offsets.handed_over(TP, 3)
+    offsets.sought(TP, 3)
+    assert offsets.judge(TP, 6) is Verdict.RESEEK
+
+
+def test_a_seek_during_a_hand_off_wins() -> None:
+    offsets = ExpectedOffsets()
+    offsets.handed_over(TP, 9)
+    assert offsets.judge(TP, 10) is Verdict.DELIVER
+    offsets.sought(TP, 4)  # a rebalance sought back to the committed offset meanwhile
+    assert offsets.handed_over(TP, 10) is False
+    assert offsets.expected(TP) == 4
+
+
+def test_a_seek_to_an_unknown_position_or_a_revoke_forgets() -> None:
+    offsets = ExpectedOffsets()
+    offsets.handed_over(TP, 2)
+    offsets.sought(TP, None)
+    assert offsets.expected(TP) is None
+    offsets.handed_over(TP, 5)
+    offsets.forget(TP)
+    assert offsets.expected(TP) is None and offsets.judge(TP, 0) is Verdict.DELIVER
+    other = ("reports", 1)
+    offsets.handed_over(other, 1)
+    assert offsets.expected(TP) is None and offsets.expected(other) == 2
