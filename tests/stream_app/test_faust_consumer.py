@@ -158,6 +158,8 @@ TP0 = TP("reports", 0)
 class _Record:
     offset: int
     topic: str = "reports"
+    key: bytes = b"u"
+    value: bytes = b"{}"
 
 
 class _Drain:
