@@ -95,6 +95,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._expected = ExpectedOffsets()
+        self._guard: asyncio.Future[Any] | None = None
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -179,22 +180,45 @@ class PufferfishConsumer(AIOKafkaConsumer):
             self.diag.unset_flag(CONSUMER_FETCHING)
 
     async def _hand_over(self, coro: Any, eager: bool) -> bool:
-        """Run the conductor's callback for one record unless the flow is suspended first
-        (Faust's rebalance safety); True when the callback completed."""
-        suspended = self.suspend_flow.wait()
+        """Run the conductor's callback for one record unless the flow is suspended (or the
+        consumer stops) first: Faust's rebalance safety. True when the callback completed.
+
+        Faust waits for ``wait_first(callback, suspend_flow.wait())``: four tasks per record
+        (the callback, the suspend wait, mode's stopped and crashed watchers) and three
+        cancellations. Here one long-lived guard task waits for those three events on behalf
+        of every record, so a record costs one task (none with ``drain_eager`` when the
+        callback need not wait)."""
+        guard = self._flow_guard()
+        if guard.done() or self.suspend_flow.is_set():  # not even started (the loop seeks back)
+            coro.close()
+            return False
         awaitable: Any = coro
         if eager:
             try:
                 first = coro.send(None)
             except StopIteration:  # completed without suspending: no task needed
-                suspended.close()
                 return True
-            except BaseException:
-                suspended.close()
-                raise
             awaitable = _Resumed(coro, first)
-        result = await self.wait_first(awaitable, suspended)
-        return any(done is awaitable for done in result.done)
+        task = asyncio.ensure_future(awaitable)
+        try:
+            await asyncio.wait((task, guard), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            abandoned = not task.done()
+            if abandoned:
+                task.cancel()  # a rebalance suspended the flow, or we are stopping
+        if abandoned or task.cancelled():
+            return False
+        task.result()  # a callback error propagates, as in Faust
+        return True
+
+    def _flow_guard(self) -> asyncio.Future[Any]:
+        """A task that ends when the flow is suspended or the consumer stops or crashes;
+        renewed once the flow runs again."""
+        guard = self._guard
+        if guard is None or (guard.done() and not self.suspend_flow.is_set()
+                             and not self.should_stop):
+            guard = self._guard = asyncio.ensure_future(self.wait_first(self.suspend_flow.wait()))
+        return guard
 
     async def _seek_back(self, tp: TP, offset: int | None, why: str) -> None:
         """Fetch `tp` again from `offset`: the records from there were not handed over."""

@@ -269,3 +269,36 @@ async def test_a_real_hole_is_checked_once_then_acknowledged(drained: Any) -> No
     assert drain.seeks == [(TP0, 3)]  # once: the fetch from 3 started at 5 again
     gap = drained._gap[TP0]
     assert {o for iv in gap for o in range(iv.begin, iv.end)} == {3, 4}
+
+
+async def test_stopping_the_drain_cancels_a_hand_off_in_progress(drained: Any) -> None:
+    seen: list[str] = []
+
+    async def callback() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    waiting = asyncio.ensure_future(drained._hand_over(callback(), False))
+    await asyncio.sleep(0.01)
+    waiting.cancel()  # the fetcher stops
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await asyncio.sleep(0)
+    assert seen == ["cancelled"]
+
+
+async def test_a_suspended_flow_abandons_without_starting_until_it_resumes(drained: Any) -> None:
+    ran: list[int] = []
+
+    async def callback(n: int) -> None:
+        ran.append(n)
+
+    drained.suspend_flow.set()
+    await asyncio.sleep(0)
+    assert await drained._hand_over(callback(1), True) is False
+    drained.suspend_flow.clear()
+    assert await drained._hand_over(callback(2), False) is True
+    assert ran == [2]
