@@ -20,9 +20,10 @@ marks of the backlog. Pipelines:
 - bare, recipe and the worker (1 and 2 processes) again with ``drain_eager`` (the consumer
   hands records to streams inline when they need not wait: stream_app/faust_consumer.py).
 Each is reported as a ratio to the raw loop, and the worker as a ratio to the recipe of the same
-drain mode. Goals (issue 12) for the default worker and, separately, with drain_eager. The
-consumer's idle-fetch wait is 0.1 s (tansu). A further backlog of M/2 events can be profiled
-with py-spy attached to the 1-process worker.
+drain mode; CPU us/event is the pipeline's processes' CPU time (user + system) per event
+between the same marks. Goals (issue 12) for the default worker and, separately, with
+drain_eager. The consumer's idle-fetch wait is 0.1 s (tansu). A further backlog of M/2 events
+can be profiled with py-spy attached to one pipeline's process (``--profile [PIPELINE]``).
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ class Worker:
     def samples(self) -> Samples:
         return scrape(local_url(self.metrics_port))
 
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.proc.pid)
+
     def total(self, *names: str) -> float:
         sums = totals(self.samples())
         return sum(sums.get(n, 0.0) for n in names)
@@ -116,6 +120,9 @@ class Group:
     def total(self, *names: str) -> float:
         return sum(w.total(*names) for w in self.workers)
 
+    def cpu_seconds(self) -> float:
+        return sum(w.cpu_seconds() for w in self.workers)
+
     def check_alive(self) -> None:
         for w in self.workers:
             w.check_alive()
@@ -123,6 +130,16 @@ class Group:
     def stop(self, timeout: float = 30.0) -> int:
         codes = [w.stop(timeout) for w in self.workers]
         return max(codes, key=abs)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; NaN elsewhere)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def topic_names(tag: str, run: str = "") -> dict[str, str]:
@@ -302,29 +319,38 @@ async def raw_loop(
 
 
 # --- measuring the worker ------------------------------------------------------------------
-def rate_between(samples: Sequence[tuple[float, float]], lo: float, hi: float) -> float:
-    """Events/s between the first samples at or above ``lo`` and ``hi`` handled.
+Sample = tuple[float, ...]  # (time, handled) or (time, handled, CPU seconds)
 
-    When one sample crosses both marks (a small backlog drained between two samples), the
-    sample before it is the start instead, so the rate is not reported as 0.
-    """
-    i_lo = next(i for i, (_, h) in enumerate(samples) if h >= lo)
-    i_hi = next(i for i, (_, h) in enumerate(samples) if h >= hi)
+
+def _marks(samples: Sequence[Sample], lo: float, hi: float) -> tuple[Sample, Sample]:
+    """The first samples at or above ``lo`` and ``hi`` handled. When one sample crosses both
+    marks (a small backlog drained between two samples), the sample before it is the start."""
+    i_lo = next(i for i, s in enumerate(samples) if s[1] >= lo)
+    i_hi = next(i for i, s in enumerate(samples) if s[1] >= hi)
     if i_hi == i_lo and i_lo > 0:
         i_lo -= 1
-    (t_lo, h_lo), (t_hi, h_hi) = samples[i_lo], samples[i_hi]
-    return (h_hi - h_lo) / max(t_hi - t_lo, 1e-9)
+    return samples[i_lo], samples[i_hi]
 
 
-def drain(
-    worker: Worker | Group, start: float, m: int, timeout: float
-) -> list[tuple[float, float]]:
-    """Sample (time, handled) every 0.25 s until ``start + m`` events are handled."""
-    samples = []
+def rate_between(samples: Sequence[Sample], lo: float, hi: float) -> float:
+    """Events/s between the first samples at or above ``lo`` and ``hi`` handled."""
+    a, b = _marks(samples, lo, hi)
+    return (b[1] - a[1]) / max(b[0] - a[0], 1e-9)
+
+
+def cpu_per_event(samples: Sequence[Sample], lo: float, hi: float) -> float:
+    """CPU microseconds per event (the pipeline's processes) between the same marks."""
+    a, b = _marks(samples, lo, hi)
+    return (b[2] - a[2]) * 1e6 / max(b[1] - a[1], 1.0)
+
+
+def drain(worker: Worker | Group, start: float, m: int, timeout: float) -> list[Sample]:
+    """Sample (time, handled, CPU seconds) every 0.25 s until ``start + m`` are handled."""
+    samples: list[Sample] = []
     deadline = time.monotonic() + timeout
     while True:
         h = worker.handled()
-        samples.append((time.perf_counter(), h))
+        samples.append((time.perf_counter(), h, worker.cpu_seconds()))
         if h >= start + m:
             return samples
         worker.check_alive()
@@ -457,10 +483,28 @@ class Run:
     processes: int
     settings: dict[str, str] = field(default_factory=dict)
     rate: float = float("nan")
+    cpu_us: float = float("nan")  # CPU microseconds per event
     events: int = 0
     releases: float = 0.0
     rejected: float = 0.0
     code: int = 0
+
+
+def all_runs() -> list[Run]:
+    """Every pipeline of a run, in order (names: RUN_NAMES)."""
+    return [
+        Run("bare", "bare Faust: async for over the stream", BARE_CMD, 1),
+        Run("recipe", "recipe: take_events + per-batch state + changelog sends", RECIPE_CMD, 1),
+        Run("w1", "pufferfish worker, 1 process", WORKER_CMD, 1),
+        Run("w2", "pufferfish worker, 2 processes", WORKER_CMD, 2),
+        Run("bare-e", "bare Faust, drain_eager", BARE_CMD, 1, EAGER),
+        Run("recipe-e", "recipe, drain_eager", RECIPE_CMD, 1, EAGER),
+        Run("w1-e", "pufferfish worker, 1 process, drain_eager", WORKER_CMD, 1, EAGER),
+        Run("w2-e", "pufferfish worker, 2 processes, drain_eager", WORKER_CMD, 2, EAGER),
+    ]
+
+
+RUN_NAMES = tuple(r.name for r in all_runs())
 
 
 def wait_all_assigned(
@@ -511,6 +555,7 @@ def run_pipeline(
         produce_sync(broker.bootstrap, topics, backlog)
         samples = drain(group, done, m, timeout=300)
         run.rate = rate_between(samples, done + 0.05 * m, done + 0.95 * m)
+        run.cpu_us = cpu_per_event(samples, done + 0.05 * m, done + 0.95 * m)
         run.events = m
         run.releases = group.total("pufferfish_releases_total")
         run.rejected = group.total("pufferfish_events_rejected_total")
@@ -525,7 +570,8 @@ def run_pipeline(
 def profile_worker(
     workdir: Path, broker: EmbeddedBroker, m: int, quick: bool, keep: Path | None,
 ) -> tuple[Callable[[Group, Workload, dict[str, str], float], int], list[Any]]:
-    """A ``run_pipeline`` hook: py-spy on the worker while it drains a further M/2 events."""
+    """A ``run_pipeline`` hook: py-spy on the pipeline's first process while it drains a
+    further M/2 events."""
     found: list[Any] = []
 
     def hook(group: Group, work: Workload, topics: dict[str, str], done: float) -> int:
@@ -566,24 +612,26 @@ def main(argv: list[str] | None = None) -> int:
     p = _common.parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--events", type=int, default=50000, help="backlog size M")
-    p.add_argument("--profile", action="store_true", help="py-spy on the 1-process worker")
+    p.add_argument("--profile", nargs="?", const="w1", choices=RUN_NAMES, metavar="PIPELINE",
+                   help="py-spy on this pipeline's (first) process; default w1, the "
+                   f"1-process worker ({', '.join(RUN_NAMES)})")
+    p.add_argument("--pipelines", type=lambda v: v.split(","), metavar="A,B",
+                   help="run only these pipelines (e.g. recipe,w1; the raw loop always runs); "
+                   "prints only, RESULTS.md is left alone")
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
     args = p.parse_args(argv)
+    unknown = set(args.pipelines or ()) - set(RUN_NAMES)
+    if unknown:
+        p.error(f"unknown pipelines {sorted(unknown)}; choose from {', '.join(RUN_NAMES)}")
     users, m = (40, 400) if args.quick else (args.users, args.events)
     started = time.perf_counter()
     load_before = loadavg()
     tag = uuid.uuid4().hex[:8]
     workdir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
-    runs = [
-        Run("bare", "bare Faust: async for over the stream", BARE_CMD, 1),
-        Run("recipe", "recipe: take_events + per-batch state + changelog sends", RECIPE_CMD, 1),
-        Run("w1", "pufferfish worker, 1 process", WORKER_CMD, 1),
-        Run("w2", "pufferfish worker, 2 processes", WORKER_CMD, 2),
-        Run("bare-e", "bare Faust, drain_eager", BARE_CMD, 1, EAGER),
-        Run("recipe-e", "recipe, drain_eager", RECIPE_CMD, 1, EAGER),
-        Run("w1-e", "pufferfish worker, 1 process, drain_eager", WORKER_CMD, 1, EAGER),
-        Run("w2-e", "pufferfish worker, 2 processes, drain_eager", WORKER_CMD, 2, EAGER),
-    ]
+    runs = all_runs()
+    if args.pipelines:
+        runs = [r for r in runs if r.name in args.pipelines]
+        args.no_write = True
     profile_rows: tuple[Frames, Frames, int] | None = None
     raw_passes: list[tuple[int, float]] = []
     try:
@@ -593,14 +641,14 @@ def main(argv: list[str] | None = None) -> int:
             for run in runs:
                 hook: Callable[[Group, Workload, dict[str, str], float], int] | None = None
                 found: list[Any] = []
-                if run.name == "w1" and args.profile:
+                if run.name == args.profile:
                     hook, found = profile_worker(workdir, broker, m, args.quick,
                                                  args.profile_out)
                 topics, produced = run_pipeline(broker, workdir, f"{tag}{run.name}", run,
                                                 users, m, profile=hook)
                 if found:
                     profile_rows = found[0]
-                if run.name == "w1":
+                if run.name == "w1" or (run is runs[-1] and raw_topics is None):
                     raw_topics = topics
                     asyncio.run(create_topics(broker.bootstrap, {f"raw-out-{tag}": PARTITIONS}))
                     raw_total = produced
@@ -618,21 +666,23 @@ def main(argv: list[str] | None = None) -> int:
 
     raw_rates = [n / seconds for n, seconds in raw_passes]
     raw_rate = sum(raw_rates) / len(raw_rates)
-    by = {r.name: r for r in runs}
+    by = {r.name: r for r in all_runs()}  # a pipeline left out (--pipelines): NaN
+    by.update({r.name: r for r in runs})
     recipe = by["recipe"].rate
     raw_text = ", ".join(
         f"{n} records at {r:,.0f}/s" for (n, _), r in zip(raw_passes, raw_rates, strict=True)
     )
     headers = ("pipeline", "processes", "events", "events/s", "ratio to raw",
-               "ratio to recipe (same drain mode)")
+               "ratio to recipe (same drain mode)", "CPU us/event")
     rows: list[tuple[object, ...]] = [
         ("raw aiokafka consume->produce (mean of 2 passes)", 1, raw_passes[0][0], raw_rate,
-         1.0, float("nan")),
+         1.0, float("nan"), float("nan")),
     ]
     for r in runs:
         same_mode = by["recipe-e"].rate if r.name.endswith("-e") else recipe
         rows.append((r.label, r.processes, r.events, r.rate, r.rate / raw_rate,
-                     r.rate / same_mode if r.name.startswith("w") else float("nan")))
+                     r.rate / same_mode if r.name.startswith("w") else float("nan"),
+                     r.cpu_us))
     w1, w2 = by["w1"], by["w2"]
     w1e, w2e = by["w1-e"], by["w2-e"]
     goals = [
@@ -656,12 +706,12 @@ def main(argv: list[str] | None = None) -> int:
     prof_md = ""
     if profile_rows is not None:
         own, incl, total = profile_rows
-        print(f"\npy-spy on the worker ({total} samples at 100 Hz): top frames by own time")
+        print(f"\npy-spy on {args.profile} ({total} samples at 100 Hz): top frames by own time")
         print(_common.text_table(("frame", "% samples"), own))
         print("\ntop project frames by inclusive time")
         print(_common.text_table(("frame", "% samples"), incl))
         prof_md = (
-            f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on the 1-process worker "
+            f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on {args.profile} "
             f"while it drains a further {max(m // 2, 1)} events; {total} samples). Top 10 by "
             "own time:\n\n"
             + _common.markdown_table(("frame", "% samples"), own)
