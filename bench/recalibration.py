@@ -97,7 +97,7 @@ def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, MemoryStore, Settin
         store.users[uid] = UserState(
             partition=partition_of(uid), present=True, group=GROUP,
             value_units=int(rng.integers(0, k)) * unit, value_ts=1.0, counts=counts,
-        ).to_json()
+        ).to_bytes()
     for p in range(PARTITIONS):
         store.aggregate(p)
     return Ingest(settings, rules, Metrics.create(), store), store, settings
@@ -213,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "event.\n\n"
         "**Part 2: the per-event path.** `stream_app.ingest.Ingest.handle_batch` on batches "
         f"of {BATCH} records (the worker's batch bound) with an in-memory store that keeps "
-        "`UserState.to_json()` per user and decodes it on every read (as the worker's memory "
-        "table does; Faust itself and the broker are not included: see the throughput "
+        "`UserState.to_bytes()` per user and decodes it on every read (as the worker's "
+        "memory table does; Faust itself and the broker are not included: see the throughput "
         "section). N present users of one group, each with a random histogram (2K reports) "
         f"over K values, {PARTITIONS} partitions; 98 % reports by random users, 2 % "
         "leave/join churn. Events/s per batch from CPU time; the last column is the p50 "

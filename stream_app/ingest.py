@@ -2,9 +2,10 @@
 
 No Faust here: the worker passes a ``UserStore`` (its changelog table) and gets back the dead
 letters. The outcome of a batch is the one of applying its records one at a time: each user's
-records are applied in order to a working copy of the user's state, then each touched user is
-written once and its partition aggregate updated once. Nothing here computes privacy
-quantities (theta depends only on public laws, docs/privacy.md).
+records are applied in order to a working copy of the user's state (a ``Draft``, decoded once
+from the stored bytes), then each touched user is encoded and written once and its partition
+aggregate updated once. Nothing here computes privacy quantities (theta depends only on public
+laws, docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from stream_app.metrics import EVENT_KINDS, REJECT_REASONS, Metrics
 from stream_app.models import (
-    Membership,
+    MembershipIn,
     Rejected,
-    Report,
+    ReportIn,
     check_key,
-    parse_membership,
-    parse_report,
+    read_membership,
+    read_report,
 )
 from stream_app.partitioning import PartitionCheck
 from stream_app.settings import Settings
 from stream_app.state import (
+    Contribution,
+    Draft,
     EventRules,
     PartitionAggregate,
     UserState,
@@ -39,36 +41,39 @@ log = logging.getLogger(__name__)
 DeadLetters = list[tuple[str, bytes | None, str]]  # (source topic, raw bytes, reason)
 
 
+Stored = bytes | str | dict[str, Any]  # a user's stored value (older versions: a dict)
+
+
 class UserStore(Protocol):
-    """Where user states live (the worker: a Faust changelog table)."""
+    """Where user states live (the worker: a Faust changelog table): ``UserState.to_bytes()``
+    per user."""
 
-    def get(self, user_id: str, event: Any) -> UserState | None: ...
+    def load(self, user_id: str, event: Any) -> Stored | None: ...
 
-    def put(self, user_id: str, state: UserState, event: Any) -> None: ...
+    def save(self, user_id: str, value: bytes, event: Any) -> None: ...
 
     def aggregate(self, partition: int, event: Any) -> PartitionAggregate: ...
 
 
 class MemoryStore:
     """A ``UserStore`` on a plain dict (tests, benchmarks): like the worker's table it keeps
-    ``UserState.to_json()`` per user, decodes it on every read, and builds a partition's
-    aggregate from the stored users the first time it is asked for."""
+    ``UserState.to_bytes()`` per user and builds a partition's aggregate from the stored users
+    the first time it is asked for."""
 
     def __init__(self) -> None:
-        self.users: dict[str, dict[str, Any]] = {}
+        self.users: dict[str, Stored] = {}
         self.aggregates: dict[int, PartitionAggregate] = {}
 
-    def get(self, user_id: str, event: Any = None) -> UserState | None:
-        raw = self.users.get(user_id)
-        return UserState.from_json(raw) if raw is not None else None
+    def load(self, user_id: str, event: Any = None) -> Stored | None:
+        return self.users.get(user_id)
 
-    def put(self, user_id: str, state: UserState, event: Any = None) -> None:
-        self.users[user_id] = state.to_json()
+    def save(self, user_id: str, value: bytes, event: Any = None) -> None:
+        self.users[user_id] = value
 
     def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
         agg = self.aggregates.get(partition)
         if agg is None:
-            users = [(u, UserState.from_json(v)) for u, v in self.users.items()]
+            users = [(u, UserState.from_stored(v)) for u, v in self.users.items()]
             agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
         return agg
 
@@ -87,20 +92,28 @@ class Record:
         self.message = Message(topic, partition, key, value)
 
 
-@dataclass
-class _Step:
-    index: int  # position in the batch
-    event: Any
-    item: Report | Membership
+Item = ReportIn | MembershipIn
 
 
-@dataclass
 class _Touched:
-    """One user's records in a batch: the state before it and the working state."""
+    """One user's records in a batch: the stored value before it and the working draft."""
 
-    old: UserState | None
-    state: UserState | None
-    steps: list[_Step] = field(default_factory=list)
+    __slots__ = ("stored", "old", "draft", "partition", "moved", "steps", "accepted",
+                 "newest_ts")
+
+    def __init__(self, stored: Stored | None, partition: int) -> None:
+        self.stored = stored
+        if stored is None:
+            self.draft = Draft(partition)
+            self.old: Contribution | None = None
+        else:
+            self.draft = Draft.decode(stored, partition)
+            self.old = self.draft.contribution()
+        self.partition = partition  # of the first record
+        self.moved = False  # a record on another partition (then the records are replayed)
+        self.steps: list[int] = []  # positions in the batch (ints: nothing for the GC to track)
+        self.accepted = 0
+        self.newest_ts = 0.0
 
 
 class Ingest:
@@ -117,25 +130,29 @@ class Ingest:
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         """Apply a batch of events (objects with ``.message``); dead letters in record order."""
         reasons: list[str | None] = [None] * len(events)
-        kinds: list[str] = [""] * len(events)
+        is_report: list[bool] = [False] * len(events)
         touched: dict[str, _Touched] = {}
         for i, event in enumerate(events):
-            reasons[i] = self._stage(i, event, touched, kinds)
+            reasons[i] = self._stage(i, event, touched, is_report)
         for user_id, t in touched.items():
-            self._commit(user_id, t, reasons)
-        consumed: Counter[str] = Counter()
+            self._commit(user_id, t, events, reasons)
+        reports = memberships = 0
         rejected: Counter[str] = Counter()
         letters: DeadLetters = []
-        for i, event in enumerate(events):
-            reason = reasons[i]
+        for i, reason in enumerate(reasons):
             if reason is None:
-                consumed[kinds[i]] += 1
+                if is_report[i]:
+                    reports += 1
+                else:
+                    memberships += 1
             else:
                 rejected[reason] += 1
-                msg = event.message
+                msg = events[i].message
                 letters.append((msg.topic, msg.value, reason))
-        for kind, n in consumed.items():
-            self._consumed[kind].inc(n)
+        if reports:
+            self._consumed["report"].inc(reports)
+        if memberships:
+            self._consumed["membership"].inc(memberships)
         for reason, n in rejected.items():
             self._rejected[reason].inc(n)
         return letters
@@ -148,71 +165,82 @@ class Ingest:
         return letters[0][2] if letters else None
 
     def _stage(
-        self, i: int, event: Any, touched: dict[str, _Touched], kinds: list[str]
+        self, i: int, event: Any, touched: dict[str, _Touched], is_report: list[bool]
     ) -> str | None:
-        """Classify record i and apply it to its user's working state; the reason or None."""
+        """Classify record i and apply it to its user's draft; the reason or None."""
         s = self.settings
         msg = event.message
         try:
+            item: Item
             if msg.topic == s.topic_reports:
-                item: Report | Membership = parse_report(msg.value, s.max_payload_bytes)
-                kinds[i] = "report"
+                item = read_report(msg.value, s.max_payload_bytes)
+                is_report[i] = True
             else:
-                item = parse_membership(msg.value, s.max_payload_bytes)
-                kinds[i] = "membership"
-            check_key(msg.key, item.user_id)
+                item = read_membership(msg.value, s.max_payload_bytes)
+            user_id = item.user_id
+            check_key(msg.key, user_id)
             # the partitioning contract, before any state is read or changed
-            self.partition_check.check(msg.key, msg.partition)
-            t = touched.get(item.user_id)
+            partition = msg.partition
+            self.partition_check.check(msg.key, partition)
+            t = touched.get(user_id)
             if t is None:
-                old = self.store.get(item.user_id, event)
-                t = touched[item.user_id] = _Touched(old=old, state=old)
-            t.steps.append(_Step(i, event, item))
-            t.state = self._apply(t.state, item, msg.partition)
+                t = touched[user_id] = _Touched(self.store.load(user_id, event), partition)
+            elif partition != t.partition:
+                t.moved = True
+            t.steps.append(i)
+            if is_report[i]:
+                t.draft.report(item, partition, self.rules)  # type: ignore[arg-type]
+            else:
+                t.draft.membership(item, partition, self.rules)  # type: ignore[arg-type]
         except Rejected as rej:
             return rej.reason
         except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
             # only the type: an exception message could quote the record
             log.error("record could not be processed (%s); dead-lettered", type(exc).__name__)
             return "invalid_schema"
+        t.accepted += 1
+        if item.ts > t.newest_ts:
+            t.newest_ts = item.ts
         return None
 
-    def _apply(
-        self, state: UserState | None, item: Report | Membership, partition: int
-    ) -> UserState:
-        if isinstance(item, Report):
-            return apply_report(state, item, partition, self.rules)
-        return apply_membership(state, item, partition, self.rules)
-
-    def _commit(self, user_id: str, t: _Touched, reasons: list[str | None]) -> None:
+    def _commit(
+        self, user_id: str, t: _Touched, events: Sequence[Any], reasons: list[str | None]
+    ) -> None:
         """Write one touched user once (or replay its records when they span partitions)."""
-        accepted = [step for step in t.steps if reasons[step.index] is None]
-        if not accepted or t.state is None:
+        if not t.accepted:
             return
-        partitions = {step.event.message.partition for step in t.steps}
-        if len(partitions) != 1:
-            self._replay(user_id, t, reasons)
+        if t.moved:
+            self._replay(user_id, t, events, reasons)
             return
-        last = t.steps[-1].event
-        agg = self.store.aggregate(partitions.pop(), last)
-        agg.apply(t.old, t.state)
-        self.store.put(user_id, t.state, last)
-        for step in accepted:
-            agg.note_event(step.item.ts)
+        last = events[t.steps[-1]]
+        agg = self.store.aggregate(t.partition, last)
+        agg.replace(t.old, t.draft.contribution())
+        self.store.save(user_id, t.draft.to_bytes(), last)
+        agg.note_event(t.newest_ts)
 
-    def _replay(self, user_id: str, t: _Touched, reasons: list[str | None]) -> None:
+    def _replay(
+        self, user_id: str, t: _Touched, events: Sequence[Any], reasons: list[str | None]
+    ) -> None:
         """Record by record, each on its own partition's aggregate (a key moved partitions)."""
-        state = t.old
-        for step in t.steps:
-            msg = step.event.message
+        s = self.settings
+        state = UserState.from_stored(t.stored) if t.stored is not None else None
+        for index in t.steps:
+            event = events[index]
+            msg = event.message
+            item: Item
             try:
-                new = self._apply(state, step.item, msg.partition)
+                if msg.topic == s.topic_reports:
+                    item = read_report(msg.value, s.max_payload_bytes)
+                    new = apply_report(state, item, msg.partition, self.rules)
+                else:
+                    item = read_membership(msg.value, s.max_payload_bytes)
+                    new = apply_membership(state, item, msg.partition, self.rules)
             except Rejected as rej:
-                reasons[step.index] = rej.reason
+                reasons[index] = rej.reason
                 continue
-            agg = self.store.aggregate(msg.partition, step.event)
+            agg = self.store.aggregate(msg.partition, event)
             agg.apply(state, new)
-            self.store.put(user_id, new, step.event)
-            agg.note_event(step.item.ts)
-            reasons[step.index] = None
+            self.store.save(user_id, new.to_bytes(), event)
+            agg.note_event(item.ts)
+            reasons[index] = None
             state = new

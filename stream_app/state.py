@@ -12,14 +12,14 @@ import hashlib
 import json
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from core.learning import user_share
-from stream_app.models import Membership, Rejected, Report
+from stream_app.models import Membership, MembershipIn, Rejected, Report, ReportIn
 
 # Dedup ids are kept as 64-bit digests of the report ids. A genuine new report is dropped as a
 # duplicate only if its digest equals one of the (at most dedup_window) digests kept for its
@@ -28,10 +28,15 @@ from stream_app.models import Membership, Rejected, Report
 DIGEST_BYTES = 8
 
 
+def digest_bytes(report_id: str) -> bytes:
+    """The 8 bytes of a report id's digest (blake2b: stable across processes and versions)."""
+    return hashlib.blake2b(report_id.encode("utf-8", "surrogatepass"),
+                           digest_size=DIGEST_BYTES).digest()
+
+
 def report_digest(report_id: str) -> int:
-    """The 64-bit digest of a report id (blake2b: stable across processes and versions)."""
-    d = hashlib.blake2b(report_id.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES)
-    return int.from_bytes(d.digest(), "little")
+    """The 64-bit digest of a report id: ``digest_bytes`` as a little-endian integer."""
+    return int.from_bytes(digest_bytes(report_id), "little")
 
 
 def pack_ids(ids: Sequence[int]) -> str:
@@ -42,6 +47,67 @@ def pack_ids(ids: Sequence[int]) -> str:
 def unpack_ids(text: str) -> tuple[int, ...]:
     raw = base64.b64decode(text)
     return struct.unpack(f"<{len(raw) // DIGEST_BYTES}Q", raw)
+
+
+def _ids_blob(doc: dict[str, Any]) -> bytes:
+    """The stored document's digests as their packed bytes (8 per id, little-endian)."""
+    text = doc.get("ids")
+    if text is None:  # an older version's list of report-id strings
+        return b"".join(digest_bytes(str(r)) for r in doc.get("recent_ids", ()))
+    raw = base64.b64decode(text)
+    if len(raw) % DIGEST_BYTES:
+        raise ValueError("stored ids are not whole 8-byte digests")
+    return raw
+
+
+def _holds(blob: bytes | bytearray, digest: bytes) -> bool:
+    """Whether one of the packed digests in ``blob`` is ``digest`` (aligned matches only)."""
+    i = blob.find(digest)
+    while i >= 0:
+        if i % DIGEST_BYTES == 0:
+            return True
+        i = blob.find(digest, i + 1)
+    return False
+
+
+def encode_state(doc: dict[str, Any]) -> bytes:
+    """A state document's stored bytes (JSON)."""
+    try:
+        # orjson's bytes keep its whole output buffer (measured: 4 KiB each): the copy is
+        # exactly sized (~480 B per user in memory instead of 4.2 KiB)
+        return bytes(memoryview(orjson.dumps(doc)))
+    except TypeError:  # an int beyond 64 bits (a very fine grid): the slow path
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_state(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
+    """The stored value as a document: JSON bytes (this version) or a dict (older ones)."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # an int beyond 64 bits
+        doc = json.loads(raw)
+    if not isinstance(doc, dict):
+        raise ValueError("a stored user state is a JSON object")
+    return doc
+
+
+class Contribution(NamedTuple):
+    """What one user adds to its partition's aggregate."""
+
+    units: int  # to the sum (its current value while present, else 0)
+    group: str | None
+    share: tuple[int, ...] | None  # to its group's histogram sum (None: nothing)
+
+
+def _contribution(
+    present: bool, group: str | None, value_units: int | None, counts: Sequence[int]
+) -> Contribution:
+    units = value_units if present and value_units is not None else 0
+    if not present or group is None or not any(counts):
+        return Contribution(units, group, None)
+    return Contribution(units, group, user_share(counts))
 
 
 @dataclass(frozen=True)
@@ -79,44 +145,34 @@ class UserState:
 
     def to_bytes(self) -> bytes:
         """The JSON of ``to_json`` as bytes (the users table's stored value and changelog)."""
-        doc = self.to_json()
-        try:
-            # orjson's bytes keep its whole output buffer (measured: 4 KiB each): the copy is
-            # exactly sized (~480 B per user in memory instead of 4.2 KiB)
-            return bytes(memoryview(orjson.dumps(doc)))
-        except TypeError:  # an int beyond 64 bits (a very fine grid): the slow path
-            return json.dumps(doc, separators=(",", ":")).encode()
+        return encode_state(self.to_json())
 
     @classmethod
     def from_stored(cls, raw: bytes | str | dict[str, Any]) -> UserState:
         """From the stored value: JSON bytes (this version) or a decoded dict (older ones)."""
-        if isinstance(raw, dict):
-            return cls.from_json(raw)
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError:  # an int beyond 64 bits
-            doc = json.loads(raw)
-        return cls.from_json(doc)
+        return cls.from_json(decode_state(raw))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> UserState:
+        ids = d.get("ids")
         return cls(
             partition=int(d["partition"]),
             present=bool(d["present"]),
             group=d.get("group"),
             value_units=d.get("value_units"),
             value_ts=d.get("value_ts"),
-            counts=tuple(int(c) for c in d.get("counts", ())),
-            recent_ids=(unpack_ids(d["ids"]) if "ids" in d
+            counts=tuple(map(int, d.get("counts", ()))),
+            recent_ids=(unpack_ids(ids) if ids is not None
                         else tuple(report_digest(str(r)) for r in d.get("recent_ids", ()))),
         )
 
     @property
     def share(self) -> tuple[int, ...] | None:
         """The user's normalised histogram (core.learning units) while present, else None."""
-        if not self.present or self.group is None or not any(self.counts):
-            return None
-        return user_share(self.counts)
+        return self.contribution().share
+
+    def contribution(self) -> Contribution:
+        return _contribution(self.present, self.group, self.value_units, self.counts)
 
 
 @dataclass(frozen=True)
@@ -171,56 +227,144 @@ class EventRules:
         return units
 
 
-def _new_user(partition: int, rules: EventRules) -> UserState:
-    return UserState(partition=partition, counts=(0,) * len(rules.domain))
+class Draft:
+    """A user's state while records are applied to it: mutable, one per touched user in a
+    batch, read from the stored value and encoded once (``decode``, ``report``/``membership``
+    per record, ``to_bytes``). The digests stay packed (``ids``: 8 bytes each, as stored).
+
+    Each method checks everything before it changes anything, so a rejected record leaves the
+    draft as it was. ``apply_report``/``apply_membership`` are the one-record form.
+    """
+
+    __slots__ = ("exists", "partition", "present", "group", "value_units", "value_ts",
+                 "counts", "ids")
+
+    def __init__(self, partition: int) -> None:
+        """No state yet (a user never seen)."""
+        self.exists = False
+        self.partition = partition
+        self.present = False
+        self.group: str | None = None
+        self.value_units: int | None = None
+        self.value_ts: float | None = None
+        self.counts: list[int] = []
+        self.ids = bytearray()
+
+    @classmethod
+    def decode(cls, raw: bytes | str | dict[str, Any], partition: int) -> Draft:
+        """From the stored value (as ``UserState.from_stored`` reads it)."""
+        d = decode_state(raw)
+        draft = cls(partition)
+        draft.exists = True
+        draft.partition = int(d["partition"])
+        draft.present = bool(d["present"])
+        draft.group = d.get("group")
+        draft.value_units = d.get("value_units")
+        draft.value_ts = d.get("value_ts")
+        draft.counts = list(map(int, d.get("counts", ())))
+        draft.ids = bytearray(_ids_blob(d))
+        return draft
+
+    @classmethod
+    def of(cls, state: UserState | None, partition: int) -> Draft:
+        draft = cls(partition)
+        if state is not None:
+            draft.exists = True
+            draft.partition, draft.present, draft.group = state.partition, state.present, \
+                state.group
+            draft.value_units, draft.value_ts = state.value_units, state.value_ts
+            draft.counts = list(state.counts)
+            draft.ids = bytearray(struct.pack(f"<{len(state.recent_ids)}Q", *state.recent_ids))
+        return draft
+
+    def report(self, report: Report | ReportIn, partition: int, rules: EventRules) -> None:
+        """Apply an accepted report; Rejected for out_of_domain/not_present/duplicate."""
+        j, units = rules.index_and_units(report.value)
+        group = self.group
+        if not self.present:
+            if not rules.auto_join:
+                raise Rejected("not_present")
+            group = group or rules.default_group
+            if group is None:
+                raise Rejected("unknown_group")
+        digest = hashlib.blake2b(report.report_id.encode("utf-8", "surrogatepass"),
+                                 digest_size=DIGEST_BYTES).digest()  # digest_bytes, inline
+        ids = self.ids
+        if ids.find(digest) >= 0 and _holds(ids, digest):
+            raise Rejected("duplicate_report")
+        k = len(rules.domain)
+        if len(self.counts) != k:
+            self.counts = [0] * k
+        self.counts[j] += 1
+        ids += digest
+        extra = len(ids) - rules.dedup_window * DIGEST_BYTES
+        if extra > 0:
+            del ids[:extra]
+        if self.value_ts is None or report.ts >= self.value_ts:
+            self.value_units, self.value_ts = units, report.ts
+        self.exists, self.partition, self.present, self.group = True, partition, True, group
+
+    def membership(
+        self, event: Membership | MembershipIn, partition: int, rules: EventRules
+    ) -> None:
+        """Apply a join/leave; Rejected for already_present/unknown_user/unknown_group."""
+        if event.event == "join":
+            if self.present:
+                raise Rejected("already_present")
+            group = event.group or self.group or rules.default_group
+            if group is None or group not in rules.known_groups:
+                raise Rejected("unknown_group")
+            if not self.exists:
+                self.counts = [0] * len(rules.domain)
+            self.exists, self.present, self.group = True, True, group
+        elif not self.present:
+            raise Rejected("unknown_user")
+        else:
+            self.present = False
+        self.partition = partition
+
+    def contribution(self) -> Contribution:
+        return _contribution(self.present, self.group, self.value_units, self.counts)
+
+    def to_json(self) -> dict[str, Any]:
+        """``UserState.to_json`` of ``freeze()``, without building the state."""
+        return {
+            "partition": self.partition, "present": self.present, "group": self.group,
+            "value_units": self.value_units, "value_ts": self.value_ts,
+            "counts": self.counts, "ids": base64.b64encode(self.ids).decode("ascii"),
+        }
+
+    def to_bytes(self) -> bytes:
+        """``UserState.to_bytes`` of ``freeze()``: the stored value."""
+        assert self.exists, "a draft without an accepted record has no state"
+        return encode_state(self.to_json())
+
+    def freeze(self) -> UserState:
+        assert self.exists, "a draft without an accepted record has no state"
+        return UserState(
+            partition=self.partition, present=self.present, group=self.group,
+            value_units=self.value_units, value_ts=self.value_ts, counts=tuple(self.counts),
+            recent_ids=struct.unpack(f"<{len(self.ids) // DIGEST_BYTES}Q", self.ids),
+        )
 
 
 def apply_report(
-    state: UserState | None, report: Report, partition: int, rules: EventRules
+    state: UserState | None, report: Report | ReportIn, partition: int, rules: EventRules
 ) -> UserState:
     """New state after an accepted report; Rejected for out_of_domain/not_present/duplicate."""
-    j, units = rules.index_and_units(report.value)
-    if state is None or not state.present:
-        if not rules.auto_join:
-            raise Rejected("not_present")
-        base = state or _new_user(partition, rules)
-        group = base.group or rules.default_group
-        if group is None:
-            raise Rejected("unknown_group")
-        state = replace(base, present=True, group=group)
-    digest = report_digest(report.report_id)
-    if digest in state.recent_ids:
-        raise Rejected("duplicate_report")
-    k = len(rules.domain)
-    counts = list(state.counts) if len(state.counts) == k else [0] * k
-    counts[j] += 1
-    ids = state.recent_ids
-    ids = (*ids, digest) if len(ids) < rules.dedup_window else (*ids, digest)[-rules.dedup_window:]
-    newer = state.value_ts is None or report.ts >= state.value_ts
-    # the constructor, not dataclasses.replace: this runs once per report (replace is ~4x slower)
-    return UserState(
-        partition=partition, present=state.present, group=state.group,
-        value_units=units if newer else state.value_units,
-        value_ts=report.ts if newer else state.value_ts,
-        counts=tuple(counts), recent_ids=ids,
-    )
+    draft = Draft.of(state, partition)
+    draft.report(report, partition, rules)
+    return draft.freeze()
 
 
 def apply_membership(
-    state: UserState | None, event: Membership, partition: int, rules: EventRules
+    state: UserState | None, event: Membership | MembershipIn, partition: int,
+    rules: EventRules,
 ) -> UserState:
     """New state after a join/leave; Rejected for already_present/unknown_user/unknown_group."""
-    if event.event == "join":
-        if state is not None and state.present:
-            raise Rejected("already_present")
-        base = state or _new_user(partition, rules)
-        group = event.group or base.group or rules.default_group
-        if group is None or group not in rules.known_groups:
-            raise Rejected("unknown_group")
-        return replace(base, partition=partition, present=True, group=group)
-    if state is None or not state.present:
-        raise Rejected("unknown_user")
-    return replace(state, partition=partition, present=False)
+    draft = Draft.of(state, partition)
+    draft.membership(event, partition, rules)
+    return draft.freeze()
 
 
 @dataclass
@@ -235,16 +379,26 @@ class PartitionAggregate:
 
     def apply(self, old: UserState | None, new: UserState) -> None:
         """Replace one user's contribution."""
-        self.sum_units += new.contribution_units - (old.contribution_units if old else 0)
-        for state, sign in ((old, -1), (new, 1)):
-            share = state.share if state is not None else None
-            if share is None:
-                continue
-            assert state is not None and state.group is not None
-            bins = self.group_units.setdefault(state.group, [0] * len(share))
-            for j, units in enumerate(share):
-                bins[j] += sign * units
+        self.replace(old.contribution() if old is not None else None, new.contribution())
+
+    def replace(self, old: Contribution | None, new: Contribution) -> None:
+        """Replace one user's contribution ``old`` (None: a new user) by ``new``."""
+        self.sum_units += new.units - (old.units if old is not None else 0)
         self.dirty = True
+        if old is not None and old.share is not None and new.share is not None \
+                and old.group == new.group:  # the common case: one pass over the bins
+            assert new.group is not None
+            bins = self.group_units.setdefault(new.group, [0] * len(new.share))
+            if len(bins) == len(old.share) == len(new.share):
+                bins[:] = [b - o + n for b, o, n in zip(bins, old.share, new.share, strict=True)]
+                return
+        for c, sign in ((old, -1), (new, 1)):
+            if c is None or c.share is None:
+                continue
+            assert c.group is not None
+            bins = self.group_units.setdefault(c.group, [0] * len(c.share))
+            for j, units in enumerate(c.share):
+                bins[j] += sign * units
 
     def note_event(self, ts: float | None) -> None:
         if ts is not None and ts > self.newest_ts:

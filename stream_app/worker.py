@@ -37,7 +37,7 @@ from faust.types import TP
 
 from stream_app.clients import faust_credentials
 from stream_app.faust_app import app_options, new_app
-from stream_app.ingest import Ingest
+from stream_app.ingest import Ingest, Stored
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, dead_letter, to_bytes
 from stream_app.priors import checked_start
@@ -122,21 +122,20 @@ class PufferfishApp:
         await self.releaser.stop()
 
     # --- the user store (ingest.UserStore) -----------------------------------------------
-    # get/put work on the table's store directly; put also queues the user's changelog record
+    # load/save work on the table's store directly; save also queues the user's changelog record
     # (sent by _send_changelog before the batch is acked). A RocksDB store picks its partition
     # database from Faust's current event, a context variable: we set it to the record's event.
     def _set_event(self, event: Any) -> None:
         if not isinstance(self.users.data, MemoryTableStore):
             _current_event.set(weakref.ref(event))
 
-    def get(self, user_id: str, event: Any) -> UserState | None:
+    def load(self, user_id: str, event: Any) -> Stored | None:
         self._set_event(event)
-        raw = self.users.data.get(user_id)
-        return UserState.from_stored(raw) if raw is not None else None
+        return self.users.data.get(user_id)
 
-    def put(self, user_id: str, state: UserState, event: Any) -> None:
+    def save(self, user_id: str, value: bytes, event: Any) -> None:
+        """``value``: ``UserState.to_bytes()``."""
         self._set_event(event)
-        value = state.to_bytes()
         self.users.data[user_id] = value
         self._writes.append((user_id, value, event.message.partition))
 

@@ -100,7 +100,7 @@ class Oracle:
             if partition != home_of(item.user_id):
                 raise Rejected("wrong_partition")
             d = self.table.get(item.user_id)
-            old = UserState.from_json(d) if d is not None else None
+            old = UserState.from_stored(d) if d is not None else None
             if kind == "report":
                 new = apply_report(old, item, partition, app.rules)
             else:
@@ -109,7 +109,7 @@ class Oracle:
         except Rejected as rej:
             self.counts["rejected", rej.reason] += 1
             return rej.reason
-        self.table[item.user_id] = new.to_json()
+        self.table[item.user_id] = new.to_bytes()
         agg.note_event(item.ts)
         self.counts["consumed", kind] += 1
         return None
@@ -206,7 +206,7 @@ def test_handle_one_record() -> None:
     assert app.handle("reports", b, b"b", report) == "key_mismatch"
     other = json.dumps({"user_id": "b", "event": "join", "group": "nope", "ts": 1.0}).encode()
     assert app.handle("membership", b, b"b", other) == "unknown_group"
-    state = UserState.from_json(app.users["a"])
+    state = UserState.from_stored(app.users["a"])
     assert state.counts == (0, 0, 1, 0, 0) and state.value_units == 2 * 1024
 
 
@@ -227,3 +227,38 @@ def test_wrong_partition_is_rejected_before_any_state_change() -> None:
     assert app.handle("reports", wrong, b"a", b"{oops") == "malformed_json"
     assert app.handle("reports", wrong, b"b", report) == "key_mismatch"
     assert counters(app)["rejected", "wrong_partition"] == 2
+
+
+def test_a_state_written_by_an_older_version_is_read_and_rewritten() -> None:
+    """A dict value with report-id strings (``recent_ids``): its ids still deduplicate, and the
+    user is written back in this version's form (bytes, digests in ``ids``)."""
+    app = make_app(settings())
+    a = home_of("a")
+    app.users["a"] = {"partition": a, "present": True, "group": "default", "value_units": 1024,
+                      "value_ts": 1.0, "counts": [0, 1, 0, 0, 0], "recent_ids": ["r1", "r2"]}
+    old = json.dumps({"user_id": "a", "value": 2.0, "report_id": "r2", "ts": 2.0}).encode()
+    new = json.dumps({"user_id": "a", "value": 3.0, "report_id": "r3", "ts": 3.0}).encode()
+    letters = app.handle_batch([Record("reports", a, b"a", old), Record("reports", a, b"a", new)])
+    assert [why for _, _, why in letters] == ["duplicate_report"]
+    stored = app.users["a"]
+    assert isinstance(stored, bytes) and b"recent_ids" not in stored
+    state = UserState.from_stored(stored)
+    assert state.counts == (0, 1, 0, 1, 0) and state.value_units == 3 * 1024
+    assert len(state.recent_ids) == 3
+    # both old ids and the new one are remembered
+    assert app.handle("reports", a, b"a", old) == "duplicate_report"
+
+
+def test_an_unreadable_stored_state_dead_letters_the_users_records() -> None:
+    app = make_app(settings())
+    a, b = home_of("a"), home_of("b")
+    app.store.aggregate(b)  # built from the table before the bad value is there
+    app.users["a"] = b"not json"
+    join = {"event": "join", "ts": 1.0}
+    letters = app.handle_batch([
+        Record("membership", a, b"a", json.dumps({"user_id": "a", **join}).encode()),
+        Record("membership", b, b"b", json.dumps({"user_id": "b", **join}).encode()),
+    ])
+    assert [why for _, _, why in letters] == ["invalid_schema"]
+    assert app.users["a"] == b"not json" and UserState.from_stored(app.users["b"]).present
+    assert counters(app) == {("rejected", "invalid_schema"): 1, ("consumed", "membership"): 1}

@@ -10,11 +10,13 @@ import pytest
 
 from stream_app.models import Membership, Rejected, Report
 from stream_app.state import (
+    Draft,
     EventRules,
     PartitionAggregate,
     UserState,
     apply_membership,
     apply_report,
+    digest_bytes,
     report_digest,
 )
 
@@ -212,3 +214,86 @@ def test_stored_values_do_not_keep_orjson_buffers() -> None:
     gc.collect()
     assert (rss() - before) / n < 1500, "stored values keep more than their bytes"
     assert len(kept) == n
+
+
+# --- Draft: the batch path's working copy ---------------------------------------------------
+def test_draft_reads_and_writes_the_stored_bytes_unchanged() -> None:
+    s = UserState(partition=3, present=True, group="g", value_units=7, value_ts=2.5,
+                  counts=(1, 2), recent_ids=(report_digest("x"), 0, 2**64 - 1))
+    assert Draft.decode(s.to_bytes(), 0).to_bytes() == s.to_bytes()
+    assert Draft.decode(s.to_json(), 0).to_bytes() == s.to_bytes()  # an older dict value
+    assert Draft.decode(s.to_bytes(), 0).freeze() == s
+    # what the one-record path writes back (orjson reads an int beyond 64 bits as a float)
+    big = UserState(partition=0, present=True, group="g", value_units=2**70, counts=(1,))
+    again = UserState.from_stored(big.to_bytes()).to_bytes()
+    assert Draft.decode(big.to_bytes(), 0).to_bytes() == again
+
+
+def test_draft_applies_records_in_order_like_the_one_record_rules() -> None:
+    r = rules(dedup_window=3)
+    draft = Draft(partition=1)
+    draft.membership(mem("u", "join", "g1"), 1, r)
+    for rid, value, ts in (("a", 0.5, 5.0), ("b", 2.0, 6.0), ("c", 1.0, 3.0), ("d", 0.0, 7.0)):
+        draft.report(rep("u", value, rid, ts), 1, r)
+    s = draft.freeze()
+    assert (s.present, s.group, s.partition) == (True, "g1", 1)
+    assert s.counts == (1, 1, 1, 1) and s.value_units == 0 and s.value_ts == 7.0
+    assert s.recent_ids == tuple(report_digest(x) for x in "bcd")  # the window's last 3
+    assert json.loads(draft.to_bytes()) == s.to_json()
+
+
+def test_a_rejected_record_leaves_the_draft_unchanged() -> None:
+    r = rules(dedup_window=3)
+    joined = apply_report(apply_membership(None, mem("u", "join"), 0, r), rep("u", 1.0, "a"), 0, r)
+    draft = Draft.decode(joined.to_bytes(), 0)
+    before = draft.to_bytes()
+    for record, why in ((rep("u", 1.0, "a"), "duplicate_report"),
+                        (rep("u", 0.25, "b"), "out_of_domain"),
+                        (mem("u", "join"), "already_present")):
+        with pytest.raises(Rejected) as info:
+            if isinstance(record, Report):
+                draft.report(record, 2, r)
+            else:
+                draft.membership(record, 2, r)
+        assert info.value.reason == why
+        assert draft.to_bytes() == before
+
+
+def test_duplicates_match_whole_digests_only() -> None:
+    """The digests are searched in their packed bytes: a match across two digests is not one."""
+    d = digest_bytes("x")
+    assert int.from_bytes(d, "little") == report_digest("x")
+    pad = b"\x00" * 4
+    straddling = (int.from_bytes(pad + d[:4], "little"), int.from_bytes(d[4:] + pad, "little"))
+    r = rules(dedup_window=8)
+    s = UserState(partition=0, present=True, group="d", counts=(0, 0, 0, 0),
+                  recent_ids=straddling)
+    assert apply_report(s, rep("u", 1.0, "x"), 0, r).counts == (0, 0, 1, 0)
+    draft = Draft.decode(s.to_bytes(), 0)
+    draft.report(rep("u", 1.0, "x"), 0, r)  # accepted: the bytes of x sit across two ids
+    aligned = UserState(partition=0, present=True, group="d", counts=(0, 0, 0, 0),
+                        recent_ids=(*straddling, report_digest("x")))
+    assert reason_of(apply_report, aligned, rep("u", 1.0, "x"), 0, r) == "duplicate_report"
+
+
+def test_stored_ids_must_be_whole_digests() -> None:
+    doc = UserState(partition=0, recent_ids=(1, 2)).to_json()
+    doc["ids"] = "AAAAAAAAAAAA"  # 9 bytes
+    with pytest.raises(ValueError):
+        Draft.decode(doc, 0)
+
+
+def test_aggregate_replace_moves_a_share_between_groups() -> None:
+    """Expected shares computed here (``_group_shares``), not by the code under test."""
+    a = UserState(partition=0, present=True, group="g1", value_units=3, counts=(1, 2, 0, 0))
+    b = UserState(partition=0, present=True, group="g2", value_units=5, counts=(1, 2, 0, 1))
+    agg = PartitionAggregate(partition=0)
+    agg.apply(None, a)
+    assert agg.group_units == _group_shares({"u": a}) and agg.sum_units == 3
+    agg.replace(a.contribution(), b.contribution())
+    assert _nonzero(agg.group_units) == _group_shares({"u": b}) and agg.sum_units == 5
+    c = UserState(partition=0, present=True, group="g2", value_units=1, counts=(3, 3, 1, 1))
+    agg.apply(b, c)  # same group: the one-pass update
+    assert _nonzero(agg.group_units) == _group_shares({"u": c}) and agg.sum_units == 1
+    agg.apply(c, UserState(partition=0, present=False, group="g2", counts=(3, 3, 1, 1)))
+    assert _nonzero(agg.group_units) == {} and agg.sum_units == 0
