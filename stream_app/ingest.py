@@ -98,10 +98,10 @@ Item = ReportIn | MembershipIn
 class _Touched:
     """One user's records in a batch: the stored value before it and the working draft."""
 
-    __slots__ = ("stored", "old", "draft", "partition", "moved", "steps", "accepted",
+    __slots__ = ("stored", "old", "draft", "key", "partition", "moved", "steps", "accepted",
                  "newest_ts")
 
-    def __init__(self, stored: Stored | None, partition: int) -> None:
+    def __init__(self, stored: Stored | None, key: bytes, partition: int) -> None:
         self.stored = stored
         if stored is None:
             self.draft = Draft(partition)
@@ -109,6 +109,7 @@ class _Touched:
         else:
             self.draft = Draft.decode(stored, partition)
             self.old = self.draft.contribution()
+        self.key = key  # of the first record: checked (key and partition)
         self.partition = partition  # of the first record
         self.moved = False  # a record on another partition (then the records are replayed)
         self.steps: list[int] = []  # positions in the batch (ints: nothing for the GC to track)
@@ -132,23 +133,26 @@ class Ingest:
         reasons: list[str | None] = [None] * len(events)
         is_report: list[bool] = [False] * len(events)
         touched: dict[str, _Touched] = {}
-        for i, event in enumerate(events):
-            reasons[i] = self._stage(i, event, touched, is_report)
+        self._stage(events, touched, reasons, is_report)
         for user_id, t in touched.items():
             self._commit(user_id, t, events, reasons)
-        reports = memberships = 0
         rejected: Counter[str] = Counter()
         letters: DeadLetters = []
-        for i, reason in enumerate(reasons):
-            if reason is None:
-                if is_report[i]:
-                    reports += 1
+        if reasons.count(None) == len(reasons):  # nothing rejected (the common case)
+            reports = sum(is_report)
+            memberships = len(reasons) - reports
+        else:
+            reports = memberships = 0
+            for i, reason in enumerate(reasons):
+                if reason is None:
+                    if is_report[i]:
+                        reports += 1
+                    else:
+                        memberships += 1
                 else:
-                    memberships += 1
-            else:
-                rejected[reason] += 1
-                msg = events[i].message
-                letters.append((msg.topic, msg.value, reason))
+                    rejected[reason] += 1
+                    msg = events[i].message
+                    letters.append((msg.topic, msg.value, reason))
         if reports:
             self._consumed["report"].inc(reports)
         if memberships:
@@ -165,43 +169,50 @@ class Ingest:
         return letters[0][2] if letters else None
 
     def _stage(
-        self, i: int, event: Any, touched: dict[str, _Touched], is_report: list[bool]
-    ) -> str | None:
-        """Classify record i and apply it to its user's draft; the reason or None."""
-        s = self.settings
-        msg = event.message
-        try:
-            item: Item
-            if msg.topic == s.topic_reports:
-                item = read_report(msg.value, s.max_payload_bytes)
-                is_report[i] = True
-            else:
-                item = read_membership(msg.value, s.max_payload_bytes)
-            user_id = item.user_id
-            check_key(msg.key, user_id)
-            # the partitioning contract, before any state is read or changed
-            partition = msg.partition
-            self.partition_check.check(msg.key, partition)
-            t = touched.get(user_id)
-            if t is None:
-                t = touched[user_id] = _Touched(self.store.load(user_id, event), partition)
-            elif partition != t.partition:
-                t.moved = True
-            t.steps.append(i)
-            if is_report[i]:
-                t.draft.report(item, partition, self.rules)  # type: ignore[arg-type]
-            else:
-                t.draft.membership(item, partition, self.rules)  # type: ignore[arg-type]
-        except Rejected as rej:
-            return rej.reason
-        except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
-            # only the type: an exception message could quote the record
-            log.error("record could not be processed (%s); dead-lettered", type(exc).__name__)
-            return "invalid_schema"
-        t.accepted += 1
-        if item.ts > t.newest_ts:
-            t.newest_ts = item.ts
-        return None
+        self, events: Sequence[Any], touched: dict[str, _Touched], reasons: list[str | None],
+        is_report: list[bool],
+    ) -> None:
+        """Classify each record and apply it to its user's draft; its reason or None."""
+        s, rules, load = self.settings, self.rules, self.store.load
+        reports_topic, max_bytes = s.topic_reports, s.max_payload_bytes
+        check_partition = self.partition_check.check
+        for i, event in enumerate(events):
+            msg = event.message
+            try:
+                item: Item
+                if msg.topic == reports_topic:
+                    is_report[i] = True
+                    item = read_report(msg.value, max_bytes)
+                else:
+                    item = read_membership(msg.value, max_bytes)
+                user_id, key, partition = item.user_id, msg.key, msg.partition
+                t = touched.get(user_id)
+                if t is None or key != t.key or partition != t.partition:
+                    # (the same key and partition as the user's first record passed already)
+                    check_key(key, user_id)
+                    # the partitioning contract, before any state is read or changed
+                    check_partition(key, partition)
+                    if t is None:
+                        t = touched[user_id] = _Touched(load(user_id, event), key, partition)
+                    elif partition != t.partition:
+                        t.moved = True
+                t.steps.append(i)
+                if is_report[i]:
+                    t.draft.report(item, partition, rules)  # type: ignore[arg-type]
+                else:
+                    t.draft.membership(item, partition, rules)  # type: ignore[arg-type]
+            except Rejected as rej:
+                reasons[i] = rej.reason
+                continue
+            except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
+                # only the type: an exception message could quote the record
+                log.error("record could not be processed (%s); dead-lettered",
+                          type(exc).__name__)
+                reasons[i] = "invalid_schema"
+                continue
+            t.accepted += 1
+            if item.ts > t.newest_ts:
+                t.newest_ts = item.ts
 
     def _commit(
         self, user_id: str, t: _Touched, events: Sequence[Any], reasons: list[str | None]

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 
+from core.learning import user_share as core_user_share
 from stream_app.models import Membership, Rejected, Report
 from stream_app.state import (
     Draft,
@@ -19,6 +20,7 @@ from stream_app.state import (
     digest_bytes,
     report_digest,
 )
+from stream_app.state import user_share as state_user_share
 
 DOMAIN = (0.0, 0.5, 1.0, 2.0)
 
@@ -297,3 +299,17 @@ def test_aggregate_replace_moves_a_share_between_groups() -> None:
     assert _nonzero(agg.group_units) == _group_shares({"u": c}) and agg.sum_units == 1
     agg.apply(c, UserState(partition=0, present=False, group="g2", counts=(3, 3, 1, 1)))
     assert _nonzero(agg.group_units) == {} and agg.sum_units == 0
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 16, 64])
+def test_user_share_is_cores(k: int) -> None:
+    """state.user_share is an optimisation of core.learning.user_share: the same output for
+    every histogram (ties among the remainders included)."""
+    rng = random.Random(k)
+    cases = [[0] * k, [1] * k, [7] * k, list(range(k)), list(range(k, 0, -1))]
+    for _ in range(3000):
+        top = rng.choice([1, 2, 3, 10, 1000, 2**20])
+        cases.append([rng.randrange(top + 1) if rng.random() < 0.8 else 0 for _ in range(k)])
+    for counts in cases:
+        assert state_user_share(counts) == core_user_share(counts), counts
+        assert state_user_share(tuple(counts)) == core_user_share(counts), counts
