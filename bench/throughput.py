@@ -14,7 +14,8 @@ marks of the backlog. Pipelines:
 - recipe: the fastest known Faust pipeline with per-user state and no pufferfish logic
   (``take_events`` batches, per-batch dict, each touched user's state decoded from and
   written to the table's store once per batch and one changelog record per touched user via
-  ``app.producer.send``; the worker's Faust settings, event loop and logging);
+  ``app.producer.send``; the worker's Faust settings, event loop, logging and frozen
+  start-up heap);
 - the pufferfish worker (exact rule, K = 16, one group, releases every second), 1 process;
 - the same worker, 2 processes in one consumer group;
 - bare, recipe and the worker (1 and 2 processes) again with ``drain_eager`` (the consumer
@@ -29,6 +30,7 @@ can be profiled with py-spy attached to one pipeline's process (``--profile [PIP
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -463,6 +465,10 @@ def faust_child(kind: str) -> int:
             counter.inc(len(events))
 
     app.agent(inputs, name=kind)(bare if kind == "bare" else recipe)
+    # as the worker does once its app is built (stream_app.worker.freeze_startup_heap; written
+    # out here so that these processes import no more than they need)
+    gc.collect()
+    gc.freeze()
     loop = new_event_loop(s)
     asyncio.set_event_loop(loop)
     worker = worker_class()(app, loglevel="WARNING", quiet=True, loop=loop,
@@ -569,6 +575,7 @@ def run_pipeline(
 
 def profile_worker(
     workdir: Path, broker: EmbeddedBroker, m: int, quick: bool, keep: Path | None,
+    rate: int = 100,
 ) -> tuple[Callable[[Group, Workload, dict[str, str], float], int], list[Any]]:
     """A ``run_pipeline`` hook: py-spy on the pipeline's first process while it drains a
     further M/2 events."""
@@ -582,7 +589,7 @@ def profile_worker(
         out = workdir / "profile.txt"
         prof = subprocess.Popen(
             [spy, "record", "--pid", str(group.workers[0].proc.pid), "--format", "raw",
-             "-o", str(out), "-r", "100", "--nonblocking", "-d", str(10 if quick else 30)],
+             "-o", str(out), "-r", str(rate), "--nonblocking", "-d", str(10 if quick else 30)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)
         produce_sync(broker.bootstrap, topics, extra)
@@ -619,6 +626,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only these pipelines (e.g. recipe,w1; the raw loop always runs); "
                    "prints only, RESULTS.md is left alone")
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
+    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
     args = p.parse_args(argv)
     unknown = set(args.pipelines or ()) - set(RUN_NAMES)
     if unknown:
@@ -643,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
                 found: list[Any] = []
                 if run.name == args.profile:
                     hook, found = profile_worker(workdir, broker, m, args.quick,
-                                                 args.profile_out)
+                                                 args.profile_out, args.profile_rate)
                 topics, produced = run_pipeline(broker, workdir, f"{tag}{run.name}", run,
                                                 users, m, profile=hook)
                 if found:
@@ -706,12 +714,14 @@ def main(argv: list[str] | None = None) -> int:
     prof_md = ""
     if profile_rows is not None:
         own, incl, total = profile_rows
-        print(f"\npy-spy on {args.profile} ({total} samples at 100 Hz): top frames by own time")
+        print(f"\npy-spy on {args.profile} ({total} samples at {args.profile_rate} Hz): top "
+              "frames by own time")
         print(_common.text_table(("frame", "% samples"), own))
         print("\ntop project frames by inclusive time")
         print(_common.text_table(("frame", "% samples"), incl))
         prof_md = (
-            f"\n\n**Profile** (py-spy record --nonblocking at 100 Hz on {args.profile} "
+            f"\n\n**Profile** (py-spy record --nonblocking at {args.profile_rate} Hz on "
+            f"{args.profile} "
             f"while it drains a further {max(m // 2, 1)} events; {total} samples). Top 10 by "
             "own time:\n\n"
             + _common.markdown_table(("frame", "% samples"), own)

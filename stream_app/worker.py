@@ -23,6 +23,7 @@ on the user's input partition (the partition Faust itself would use), before the
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import weakref
@@ -46,6 +47,23 @@ from stream_app.settings import Settings
 from stream_app.state import EventRules, PartitionAggregate, UserState
 
 log = logging.getLogger(__name__)
+
+def freeze_startup_heap() -> None:
+    """Keep the objects alive once the app is built (modules, the Faust app: ~120,000) out of
+    every later collection: ``gc.collect()``, then ``gc.freeze()``. A full collection used to
+    traverse them all again (throughput bench: 9 of them, 0.46 s of the worker's 9 s CPU, 52 ms
+    each). Once per process; only cyclic garbage among these objects would stay (they live as
+    long as the process). Before the agents start: their coroutines stay visible to
+    ``gc.get_objects()`` (stream_app/diagnostics.py lists them)."""
+    global _HEAP_FROZEN
+    if not _HEAP_FROZEN:
+        _HEAP_FROZEN = True
+        gc.collect()
+        gc.freeze()
+
+
+_HEAP_FROZEN = False
+
 
 def partials_interval(settings: Settings) -> float:
     return min(0.25, settings.release_period_seconds / 4)
@@ -97,6 +115,8 @@ class PufferfishApp:
         app.on_partitions_revoked.connect(self._on_rebalance)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(self._on_rebalance)  # type: ignore[arg-type]
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]
+        # the modules and the app are built: they live as long as the process
+        freeze_startup_heap()
 
     # --- ownership and rebalancing -------------------------------------------------------
     def _assigned(self) -> set[TP]:
