@@ -36,10 +36,13 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 from faust.types import TP
+from mode import Service
 
 from stream_app.faust_offsets import ExpectedOffsets, Verdict
 
 logger = logging.getLogger(__name__)
+
+STALL_CHECK_SECONDS = 5.0  # two checks in a row without a hand-off: fetch the partition again
 
 
 class _Resumed:
@@ -219,6 +222,27 @@ class PufferfishConsumer(AIOKafkaConsumer):
                              and not self.should_stop):
             guard = self._guard = asyncio.ensure_future(self.wait_first(self.suspend_flow.wait()))
         return guard
+
+    @Service.task
+    async def _watch_for_lost_records(self) -> None:
+        """Every STALL_CHECK_SECONDS: seek back a partition whose records the Kafka client
+        consumed but that never reached the drain loop (faust_offsets.ExpectedOffsets.stalled)."""
+        while not self.should_stop:
+            await self.sleep(STALL_CHECK_SECONDS)
+            if not self.flow_active or self.app.rebalancing:
+                continue
+            for tp in self.assignment() - self._paused_partitions:
+                want = self._expected.expected(tp)
+                if want is None:
+                    continue
+                try:
+                    position = await asyncio.wait_for(self._thread.position(tp), 5.0)
+                except Exception:  # noqa: BLE001 - a revoke or broker trouble: next time
+                    continue
+                if position is not None and self._expected.stalled(tp, position):
+                    await self._seek_back(tp, want, f"the client is at offset {position} but "
+                                          "nothing was handed over for "
+                                          f"{2 * STALL_CHECK_SECONDS:g} s")
 
     async def _seek_back(self, tp: TP, offset: int | None, why: str) -> None:
         """Fetch `tp` again from `offset`: the records from there were not handed over."""

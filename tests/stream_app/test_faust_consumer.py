@@ -302,3 +302,49 @@ async def test_a_suspended_flow_abandons_without_starting_until_it_resumes(drain
     drained.suspend_flow.clear()
     assert await drained._hand_over(callback(2), False) is True
     assert ran == [2]
+
+
+async def test_records_the_client_consumed_but_never_handed_over_are_fetched_again(
+    drained: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stream_app.faust_consumer as fc
+
+    monkeypatch.setattr(fc, "STALL_CHECK_SECONDS", 0.01)
+    drain = _Drain(drained, [])
+    drained._expected.sought(TP0, 1)
+    positions = {TP0: 2}  # the client consumed offset 1; the loop never saw it
+
+    async def position(tp: TP) -> int:
+        return positions[tp]
+
+    drained._thread = SimpleNamespace(position=position)
+    watch = asyncio.ensure_future(drained._watch_for_lost_records(drained))
+    try:
+        await asyncio.wait_for(_until(lambda: drain.seeks), 5)
+    finally:
+        watch.cancel()
+    assert drain.seeks[0] == (TP0, 1)
+
+
+async def test_a_client_that_is_caught_up_is_left_alone(
+    drained: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stream_app.faust_consumer as fc
+
+    monkeypatch.setattr(fc, "STALL_CHECK_SECONDS", 0.01)
+    drain = _Drain(drained, [])
+    drained._expected.sought(TP0, 2)
+
+    async def position(tp: TP) -> int:
+        return 2
+
+    drained._thread = SimpleNamespace(position=position)
+    watch = asyncio.ensure_future(drained._watch_for_lost_records(drained))
+    await asyncio.sleep(0.2)
+    watch.cancel()
+    assert drain.seeks == []
+
+
+async def _until(condition: Any) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)

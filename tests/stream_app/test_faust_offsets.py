@@ -62,3 +62,23 @@ def test_a_seek_to_an_unknown_position_or_a_revoke_forgets() -> None:
     other = ("reports", 1)
     offsets.handed_over(other, 1)
     assert offsets.expected(TP) is None and offsets.expected(other) == 2
+
+
+def test_a_partition_is_stalled_when_the_client_stays_past_the_expected_offset() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 1)
+    assert offsets.stalled(TP, 2) is False  # first sight: maybe a hand-off in progress
+    assert offsets.stalled(TP, 2) is True   # still nothing handed over: lost on the way
+    assert offsets.stalled(TP, 2) is False  # reported once; watched afresh
+
+
+def test_progress_or_a_caught_up_client_is_not_a_stall() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 1)
+    assert offsets.stalled(TP, 5) is False
+    assert offsets.handed_over(TP, 1) is True
+    assert offsets.stalled(TP, 5) is False  # a record went through since
+    assert offsets.stalled(TP, 2) is False  # expected 2, client at 2: caught up
+    assert offsets.stalled(TP, 2) is False
+    unknown = ("reports", 3)
+    assert offsets.stalled(unknown, 9) is False and offsets.stalled(unknown, 9) is False
