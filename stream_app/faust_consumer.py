@@ -10,17 +10,16 @@ record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives
 that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
 each hop (input topic, partials topic) before a release can include it.
 
-``drain_eager`` (off by default): the per-record hand-off without its tasks. Faust hands every
-record over with ``wait_first(callback(message), suspend_flow.wait())``: two tasks (plus the
-consumer's stopped/crashed watchers) and their cancellations per record, so that a callback
-stuck on a full stream buffer, a suspended flow or a full producer buffer is abandoned when a
-rebalance suspends the flow. That bookkeeping is the largest cost of a Faust stream.
-With ``drain_eager`` the callback's first step runs inline, as Python 3.12's
-``asyncio.eager_task_factory`` would. The conductor's callback awaits only when it must block;
-if it completes without suspending — the common case — no task is created. If it does suspend,
-the partly-run coroutine is resumed inside the same ``wait_first``, so a rebalance still abandons
-it: the only callbacks that skip ``wait_first`` are those that never gave the event loop a
-chance to run a rebalance in the middle of them.
+The per-record hand-off keeps Faust's rebalance safety (a callback stuck on a full stream
+buffer, a suspended flow or producer back-pressure is abandoned when a rebalance suspends the
+flow) with one long-lived guard task instead of Faust's four tasks per record; a stall watch
+seeks back a partition whose records the client consumed but never handed over.
+
+``drain_eager`` (off by default): the callback's first step runs inline, as Python 3.12's
+``asyncio.eager_task_factory`` would; if it completes without suspending — the common case — no
+task is made at all. If it does suspend, the partly-run coroutine is resumed in a task raced
+against the guard, so a rebalance still abandons it: the only callbacks that skip the race are
+those that never gave the event loop a chance to run a rebalance in the middle of them.
 """
 
 from __future__ import annotations
