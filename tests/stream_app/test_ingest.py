@@ -262,3 +262,26 @@ def test_an_unreadable_stored_state_dead_letters_the_users_records() -> None:
     assert [why for _, _, why in letters] == ["invalid_schema"]
     assert app.users["a"] == b"not json" and UserState.from_stored(app.users["b"]).present
     assert counters(app) == {("rejected", "invalid_schema"): 1, ("consumed", "membership"): 1}
+
+
+def test_a_user_whose_records_span_partitions_is_replayed_record_by_record() -> None:
+    """Unreachable while the partition check holds (a key has one partition); with the check
+    off, each record still lands on its own partition's aggregate, in order."""
+    app = make_app(settings())
+    app.ingest.partition_check.check = lambda key, partition: None  # type: ignore[method-assign]
+    join = json.dumps({"user_id": "a", "event": "join", "ts": 5.0}).encode()
+    report = json.dumps({"user_id": "a", "value": 2.0, "report_id": "r", "ts": 7.0}).encode()
+    again = json.dumps({"user_id": "a", "value": 3.0, "report_id": "r", "ts": 8.0}).encode()
+    letters = app.handle_batch([Record("membership", 0, b"a", join),
+                                Record("reports", 1, b"a", report),
+                                Record("reports", 2, b"a", again)])
+    assert [why for _, _, why in letters] == ["duplicate_report"]
+    state = UserState.from_stored(app.users["a"])
+    assert (state.partition, state.present, state.value_units) == (1, True, 2 * 1024)
+    assert state.counts == (0, 0, 1, 0, 0)
+    agg0, agg1 = app.aggregates[0], app.aggregates[1]
+    assert (agg0.sum_units, agg0.newest_ts) == (0, 5.0)
+    assert (agg1.sum_units, agg1.newest_ts) == (2 * 1024, 7.0)
+    assert 2 not in app.aggregates or app.aggregates[2].newest_ts == 0.0
+    assert counters(app) == {("consumed", "membership"): 1, ("consumed", "report"): 1,
+                             ("rejected", "duplicate_report"): 1}
