@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
-from bench import _common
+import pytest
+
+from bench import _common, throughput
 from bench.latency import marker_latencies, marker_step, separable
-from bench.throughput import rate_between, top_frames
+from bench.throughput import cpu_per_event, rate_between, top_frames
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
@@ -54,3 +57,49 @@ def test_top_frames_own_and_inclusive() -> None:
     assert own[0] == ("dumps (json/__init__.py)", 75.0)
     # the entry point (runner) wraps every sample: left out of the inclusive list
     assert dict(incl) == {"handle (stream_app/worker.py)": 75.0}
+
+
+class _FakePipeline:
+    """Handles a record as soon as the fake producer sends it."""
+
+    def __init__(self) -> None:
+        self.count = 0.0
+
+    def handled(self) -> float:
+        return self.count
+
+    def cpu_seconds(self) -> float:
+        return self.count * 1e-5  # 10 us per record
+
+    def check_alive(self) -> None:
+        pass
+
+
+def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline as fast as its producer: sampled only after production, both marks would fall
+    before the first sample and the rate would read 0."""
+    pipe = _FakePipeline()
+
+    def produce(bootstrap: str, topics: dict[str, str], events: list[int]) -> int:
+        for _ in range(10):
+            time.sleep(0.1)
+            pipe.count += len(events) / 10
+        return len(events)
+
+    monkeypatch.setattr(throughput, "produce_sync", produce)
+    samples = throughput.produce_and_drain("b", {}, list(range(1000)), pipe,  # type: ignore[arg-type]
+                                           0, timeout=10)
+    assert len(samples) >= 3 and samples[0][1] < 950
+    rate = rate_between(samples, 50, 950)
+    assert 500 < rate < 2000  # 1000 records in ~1 s, sampled every 0.25 s
+    assert cpu_per_event(samples, 50, 950) == pytest.approx(10.0)
+
+
+def test_a_failed_producer_stops_the_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    def produce(bootstrap: str, topics: dict[str, str], events: list[int]) -> int:
+        raise ConnectionError("no broker")
+
+    monkeypatch.setattr(throughput, "produce_sync", produce)
+    with pytest.raises(RuntimeError, match="producing the backlog failed"):
+        throughput.produce_and_drain("b", {}, [1, 2], _FakePipeline(),  # type: ignore[arg-type]
+                                     0, timeout=5)
