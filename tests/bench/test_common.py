@@ -87,9 +87,12 @@ def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyP
         return len(events)
 
     monkeypatch.setattr(throughput, "produce_sync", produce)
-    samples = throughput.produce_and_drain("b", {}, list(range(1000)), pipe,  # type: ignore[arg-type]
-                                           0, timeout=10)
+    samples, produced_at = throughput.produce_and_drain(
+        "b", {}, list(range(1000)), pipe, 0, timeout=10)  # type: ignore[arg-type]
     assert len(samples) >= 3 and samples[0][1] < 950
+    assert samples[0][0] < produced_at
+    # all was handled while it was produced: read from the 5 % mark
+    assert throughput.start_mark(samples, produced_at, 0, 1000) == 50
     rate = rate_between(samples, 50, 950)
     assert 500 < rate < 2000  # 1000 records in ~1 s, sampled every 0.25 s
     assert cpu_per_event(samples, 50, 950) == pytest.approx(10.0)
@@ -103,3 +106,14 @@ def test_a_failed_producer_stops_the_sampling(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(RuntimeError, match="producing the backlog failed"):
         throughput.produce_and_drain("b", {}, [1, 2], _FakePipeline(),  # type: ignore[arg-type]
                                      0, timeout=5)
+
+
+def test_the_rate_is_read_once_the_backlog_is_produced_when_enough_is_left() -> None:
+    samples = [(0.0, 100.0, 0.0), (1.0, 300.0, 0.0), (2.0, 500.0, 0.0), (3.0, 1000.0, 0.0)]
+    # produced at 1.5 s: 500 of 1000 handled by the next sample, 50 % left -> from there
+    assert throughput.start_mark(samples, 1.5, 0, 1000) == 500
+    assert rate_between(samples, 500, 950) == 500.0
+    # produced at 2.5 s: nothing sampled with >= 35 % left afterwards -> the 5 % mark
+    assert throughput.start_mark(samples, 2.5, 0, 1000) == 50
+    # produced before the first sample: the 5 % mark is later than that sample
+    assert throughput.start_mark([(1.0, 10.0, 0.0), *samples[1:]], 0.5, 0, 1000) == 50
