@@ -6,8 +6,11 @@ from typing import Any
 
 import faust
 from faust.sensors import Monitor
+from mode.utils.objects import cached_property
+from mode.utils.queues import FlowControlEvent
 
-from stream_app.faust_consumer import ConsumerTuning, PufferfishTransport
+from stream_app.faust_consumer import ConsumerTuning, PufferfishConsumer, PufferfishTransport
+from stream_app.faust_flow import RefetchingFlowControl
 from stream_app.settings import Settings
 
 # Faust consumer/stream buffers (measured +11 % together; docs/design.md, "Throughput").
@@ -24,6 +27,17 @@ class LeanApp(faust.App):
 
     def _new_transport(self) -> Any:
         return PufferfishTransport(self.conf.broker_consumer, self)
+
+    @cached_property
+    def flow_control(self) -> FlowControlEvent:
+        """Faust's, but records it wipes from stream buffers are fetched again
+        (stream_app/faust_flow.py)."""
+        return RefetchingFlowControl(loop=self.loop, on_dropped=self._refetch)
+
+    def _refetch(self, first: dict[Any, int]) -> None:
+        consumer = self.consumer
+        if isinstance(consumer, PufferfishConsumer):
+            consumer.refetch(first, "Faust's flow control emptied the stream buffer")
 
     def on_init_dependencies(self) -> Any:
         deps = super().on_init_dependencies()

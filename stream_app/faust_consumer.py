@@ -243,6 +243,28 @@ class PufferfishConsumer(AIOKafkaConsumer):
                                           "nothing was handed over for "
                                           f"{2 * STALL_CHECK_SECONDS:g} s")
 
+    def refetch(self, first: Mapping[Any, int], why: str) -> None:
+        """Fetch each assigned partition again from `first[tp]` (records thrown away after
+        they were handed over; synchronous: the client's seek is)."""
+        try:
+            assigned = self.assignment()
+        except Exception:  # noqa: BLE001 - not started or stopping: nothing to fetch again
+            return
+        for tp, offset in first.items():
+            tp = ensure_TP(tp)
+            if tp not in assigned:
+                continue
+            logger.info("fetching %s[%d] again from offset %d: %s", tp.topic, tp.partition,
+                        offset, why)
+            try:
+                self._thread.seek(tp, offset)
+            except Exception as exc:  # noqa: BLE001 - a revoke can race the seek
+                logger.warning("could not seek %s[%d] back to %d: %r", tp.topic, tp.partition,
+                               offset, exc)
+                continue
+            self._read_offset[tp] = offset
+            self._expected.sought(tp, offset)
+
     async def _seek_back(self, tp: TP, offset: int | None, why: str) -> None:
         """Fetch `tp` again from `offset`: the records from there were not handed over."""
         if offset is None or tp not in self.assignment():
