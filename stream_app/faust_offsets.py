@@ -18,12 +18,11 @@ offset is a hole: the partition is sought back to the expected offset once, and 
 fresh fetch starts at the same record again is the hole real (a compacted or transactional
 topic) and acknowledged as Faust would.
 
-A third way remains, seen once in ~470 tests after the two above were fixed (a restarted
-worker's dump: fetch position 2, committed 1, the record never reached this loop): records the
-client consumed that never reached the loop at all (Faust's ``getmany`` discards a fetched batch
-when the flow stops or the generation changes, and a cross-thread fetch whose caller was
-cancelled is consumed all the same). ``stalled`` finds a partition whose fetch position stays
-past the expected offset while nothing is handed over, and the loop seeks it back.
+A safety net, ``stalled``: records the client consumed that never reached the loop at all
+(Faust's ``getmany`` discards a fetched batch when the flow stops or the generation changes)
+leave the client's fetch position past the expected offset while nothing is handed over; the
+loop seeks such a partition back. (Records wiped from a stream buffer *after* the hand-off are
+another matter: stream_app/faust_flow.py.)
 """
 
 from __future__ import annotations
