@@ -152,7 +152,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
                         continue
                     if verdict is Verdict.RESEEK:
                         skip.add(tp)
-                        await self._seek_back(tp, expected.expected(tp), f"record {offset} "
+                        self._seek_back(tp, expected.expected(tp), f"record {offset} "
                                               "is past the next one expected")
                         continue
                     if verdict is Verdict.GAP:
@@ -168,7 +168,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
                             skip.add(tp)  # sought meanwhile: the rest of this batch is stale
                     else:
                         skip.add(tp)
-                        await self._seek_back(tp, offset, "its hand-off was abandoned")
+                        self._seek_back(tp, offset, "its hand-off was abandoned")
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
             if self.transport.app.should_stop:
@@ -239,43 +239,37 @@ class PufferfishConsumer(AIOKafkaConsumer):
                 except Exception:  # noqa: BLE001 - a revoke or broker trouble: next time
                     continue
                 if position is not None and self._expected.stalled(tp, position):
-                    await self._seek_back(tp, want, f"the client is at offset {position} but "
+                    self._seek_back(tp, want, f"the client is at offset {position} but "
                                           "nothing was handed over for "
                                           f"{2 * STALL_CHECK_SECONDS:g} s")
 
     def refetch(self, first: Mapping[Any, int], why: str) -> None:
         """Fetch each assigned partition again from `first[tp]` (records thrown away after
-        they were handed over; synchronous: the client's seek is)."""
+        they were handed over)."""
+        for tp, offset in first.items():
+            self._seek_back(ensure_TP(tp), offset, why)
+
+    def _seek_back(self, tp: TP, offset: int | None, why: str) -> None:
+        """Fetch `tp` again from `offset`: the records from there were not handed over
+        (synchronous, as the client's seek is)."""
+        if offset is None:
+            return
         try:
-            assigned = self.assignment()
+            assigned = tp in self.assignment()
         except Exception:  # noqa: BLE001 - not started or stopping: nothing to fetch again
             return
-        for tp, offset in first.items():
-            tp = ensure_TP(tp)
-            if tp not in assigned:
-                continue
-            logger.info("fetching %s[%d] again from offset %d: %s", tp.topic, tp.partition,
-                        offset, why)
-            try:
-                self._thread.seek(tp, offset)
-            except Exception as exc:  # noqa: BLE001 - a revoke can race the seek
-                logger.warning("could not seek %s[%d] back to %d: %r", tp.topic, tp.partition,
-                               offset, exc)
-                continue
-            self._read_offset[tp] = offset
-            self._expected.sought(tp, offset)
-
-    async def _seek_back(self, tp: TP, offset: int | None, why: str) -> None:
-        """Fetch `tp` again from `offset`: the records from there were not handed over."""
-        if offset is None or tp not in self.assignment():
+        if not assigned:
             return  # revoked meanwhile: its next owner starts from the committed offset
         logger.info("fetching %s[%d] again from offset %d: %s", tp.topic, tp.partition, offset,
                     why)
         try:
-            await self.seek(tp, offset)
+            self._thread.seek(tp, offset)
         except Exception as exc:  # noqa: BLE001 - a revoke can race the seek; the rebalance re-seeks
             logger.warning("could not seek %s[%d] back to %d: %r", tp.topic, tp.partition,
                            offset, exc)
+            return
+        self._read_offset[tp] = offset if offset else None  # as Faust's seek
+        self._expected.sought(tp, offset)
 
 
 class PufferfishTransport(AIOKafkaTransport):

@@ -175,7 +175,7 @@ class _Drain:
         consumer.callback = self._callback
         consumer.getmany = self._getmany
         consumer.assignment = lambda: set(self.assigned)
-        consumer._seek = self._seek
+        consumer._thread = SimpleNamespace(seek=self._seek)
         consumer.app.topics.acks_enabled_for = lambda topic: True
 
     async def _callback(self, message: _Record) -> None:
@@ -190,7 +190,7 @@ class _Drain:
         for offset in self.batches.pop(0):
             yield TP0, _Record(offset)
 
-    async def _seek(self, tp: TP, offset: int) -> None:
+    def _seek(self, tp: TP, offset: int) -> None:
         self.seeks.append((tp, offset))
 
     async def run(self) -> None:
@@ -317,7 +317,7 @@ async def test_records_the_client_consumed_but_never_handed_over_are_fetched_aga
     async def position(tp: TP) -> int:
         return positions[tp]
 
-    drained._thread = SimpleNamespace(position=position)
+    drained._thread.position = position
     watch = asyncio.ensure_future(drained._watch_for_lost_records(drained))
     try:
         await asyncio.wait_for(_until(lambda: drain.seeks), 5)
@@ -338,7 +338,7 @@ async def test_a_client_that_is_caught_up_is_left_alone(
     async def position(tp: TP) -> int:
         return 2
 
-    drained._thread = SimpleNamespace(position=position)
+    drained._thread.position = position
     watch = asyncio.ensure_future(drained._watch_for_lost_records(drained))
     await asyncio.sleep(0.2)
     watch.cancel()
