@@ -10,23 +10,26 @@ producer no longer competes for the cores) to the 95 % mark; a pipeline that lea
 35 % of the backlog by then is read from the 5 % mark. Pipelines:
 - raw: an aiokafka consume->produce loop (no consumer group, partitions assigned, one ``send``
   per record to an output topic, acks=all like Faust) over the worker's input topics from the
-  beginning; run once before and once after the Faust pipelines, rate = mean of the passes;
+  beginning; run once after the first worker pass and once at the end, rate = the mean;
 - bare Faust: ``async for`` over the stream of both input topics, nothing else (Faust's own
   ceiling here);
 - recipe: the fastest known Faust pipeline with per-user state and no pufferfish logic
   (``take_events`` batches, per-batch dict, each touched user's state decoded from and
   written to the table's store once per batch and one changelog record per touched user via
   ``app.producer.send``; the worker's Faust settings, event loop, logging and frozen
-  start-up heap);
+  start-up heap and collector thresholds);
 - the pufferfish worker (exact rule, K = 16, one group, releases every second), 1 process;
 - the same worker, 2 processes in one consumer group;
 - bare, recipe and the worker (1 and 2 processes) again with ``drain_eager`` (the consumer
   hands records to streams inline when they need not wait: stream_app/faust_consumer.py).
-Each is reported as a ratio to the raw loop, and the worker as a ratio to the recipe of the same
-drain mode; CPU us/event is the pipeline's processes' CPU time (user + system) per event
-between the same marks. Goals (issue 12) for the default worker and, separately, with
-drain_eager. The consumer's idle-fetch wait is 0.1 s (tansu). A further backlog of M/2 events
-can be profiled with py-spy attached to one pipeline's process (``--profile [PIPELINE]``).
+The Faust pipelines run ``--passes`` times (default 2) in turn — bare, recipe, worker, ...,
+then all again — so that a slow minute of a shared machine falls on every pipeline alike; a
+pipeline's rate is the mean of its passes. Each is reported as a ratio to the raw loop, and the
+worker as a ratio to the recipe of the same drain mode (also per pass); CPU us/event is the
+pipeline's processes' CPU time (user + system) per event between the same marks. Goals
+(issue 12) for the default worker and, separately, with drain_eager. The consumer's idle-fetch
+wait is 0.1 s (tansu). A further backlog of M/2 events can be profiled with py-spy attached to
+one pipeline's process (``--profile [PIPELINE]``).
 """
 
 from __future__ import annotations
@@ -518,6 +521,7 @@ def faust_child(kind: str) -> int:
     # out here so that these processes import no more than they need)
     gc.collect()
     gc.freeze()
+    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # stream_app.worker.GC_YOUNG_THRESHOLD
     loop = new_event_loop(s)
     asyncio.set_event_loop(loop)
     worker = worker_class()(app, loglevel="WARNING", quiet=True, loop=loop,
@@ -539,6 +543,8 @@ class Run:
     settings: dict[str, str] = field(default_factory=dict)
     rate: float = float("nan")
     cpu_us: float = float("nan")  # CPU microseconds per event
+    pass_rates: list[float] = field(default_factory=list)  # one per pass (rate: their mean)
+    pass_cpu_us: list[float] = field(default_factory=list)
     events: int = 0
     releases: float = 0.0
     rejected: float = 0.0
@@ -587,7 +593,8 @@ def run_pipeline(
     broker: EmbeddedBroker, workdir: Path, tag: str, run: Run, users: int, m: int,
     profile: Callable[[Group, Workload, dict[str, str], float], int] | None = None,
 ) -> tuple[dict[str, str], int]:
-    """Fresh input topics, setup, then the backlog drained by ``run``; fills run.rate.
+    """Fresh input topics, setup, then the backlog drained by ``run``; adds a pass to
+    run.rate (the mean over passes).
     Returns the topics and the number of records produced to them."""
     topics = topic_names(tag)
     asyncio.run(create_topics(broker.bootstrap, {
@@ -609,8 +616,10 @@ def run_pipeline(
         samples, produced_at = produce_and_drain(broker.bootstrap, topics, work.backlog(m),
                                                  group, done, timeout=300)
         lo = start_mark(samples, produced_at, done, m)
-        run.rate = rate_between(samples, lo, done + 0.95 * m)
-        run.cpu_us = cpu_per_event(samples, lo, done + 0.95 * m)
+        run.pass_rates.append(rate_between(samples, lo, done + 0.95 * m))
+        run.pass_cpu_us.append(cpu_per_event(samples, lo, done + 0.95 * m))
+        run.rate = sum(run.pass_rates) / len(run.pass_rates)
+        run.cpu_us = sum(run.pass_cpu_us) / len(run.pass_cpu_us)
         run.events = m
         run.releases = group.total("pufferfish_releases_total")
         run.rejected = group.total("pufferfish_events_rejected_total")
@@ -676,11 +685,14 @@ def main(argv: list[str] | None = None) -> int:
                    "prints only, RESULTS.md is left alone")
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
     p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    p.add_argument("--passes", type=int, default=2,
+                   help="run every pipeline this many times, in turn (rates: the mean)")
     args = p.parse_args(argv)
     unknown = set(args.pipelines or ()) - set(RUN_NAMES)
     if unknown:
         p.error(f"unknown pipelines {sorted(unknown)}; choose from {', '.join(RUN_NAMES)}")
     users, m = (40, 400) if args.quick else (args.users, args.events)
+    passes = 1 if args.quick else max(1, args.passes)
     started = time.perf_counter()
     load_before = loadavg()
     tag = uuid.uuid4().hex[:8]
@@ -695,17 +707,17 @@ def main(argv: list[str] | None = None) -> int:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             raw_topics: dict[str, str] | None = None
             raw_total = 0
-            for run in runs:
+            for run, pass_no in [(r, k) for k in range(passes) for r in runs]:
                 hook: Callable[[Group, Workload, dict[str, str], float], int] | None = None
                 found: list[Any] = []
-                if run.name == args.profile:
+                if run.name == args.profile and pass_no == 0:
                     hook, found = profile_worker(workdir, broker, m, args.quick,
                                                  args.profile_out, args.profile_rate)
-                topics, produced = run_pipeline(broker, workdir, f"{tag}{run.name}", run,
-                                                users, m, profile=hook)
+                topics, produced = run_pipeline(broker, workdir, f"{tag}{run.name}{pass_no}",
+                                                run, users, m, profile=hook)
                 if found:
                     profile_rows = found[0]
-                if run.name == "w1" or (run is runs[-1] and raw_topics is None):
+                if raw_topics is None and (run.name == "w1" or run is runs[-1]):
                     raw_topics = topics
                     asyncio.run(create_topics(broker.bootstrap, {f"raw-out-{tag}": PARTITIONS}))
                     raw_total = produced
@@ -752,6 +764,11 @@ def main(argv: list[str] | None = None) -> int:
         ("drain_eager: worker, 2 processes >= 0.28x raw", w2e.rate / raw_rate >= 0.28),
     ]
     goal_text = "; ".join(f"{g}: {'yes' if ok else 'NO'}" for g, ok in goals)
+    per_pass = "; ".join(
+        f"{w.name}/{r.name} " + ", ".join(f"{a / b:.3f}" for a, b in
+                                          zip(w.pass_rates, r.pass_rates, strict=False))
+        for w, r in ((w1, by["recipe"]), (w1e, by["recipe-e"]))
+        if w.pass_rates and r.pass_rates)
     codes = ", ".join(f"{r.name} {r.code}" for r in runs)
     print(f"end-to-end throughput, {PARTITIONS} partitions, {users} users, backlog {m} events "
           f"per pipeline; load average before {load_before}, after {load_after}")
@@ -759,6 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"raw loop passes: {raw_text}")
     print(f"worker releases: {w1.releases:.0f} (1 process), {w2.releases:.0f} (2); rejected "
           f"records: {w1.rejected:.0f}, {w2.rejected:.0f}; exit codes: {codes}")
+    print(f"per pass: {per_pass or 'n/a'}")
     print(f"{goal_text}; total {elapsed:.0f} s")
     prof_md = ""
     if profile_rows is not None:
@@ -797,7 +815,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(2 processes); worker / recipe with drain_eager = "
         f"{w1e.rate / by['recipe-e'].rate:.2f} (that recipe: {by['recipe-e'].rate / raw_rate:.3f}x "
         "raw). "
-        f"Goals: {goal_text}."
+        f"Per pass: {per_pass or 'n/a'}. Goals: {goal_text}."
         + prof_md + "\n"
     )
     _common.report(args, NAME, "1. End-to-end throughput vs a raw aiokafka loop",

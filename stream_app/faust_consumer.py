@@ -98,6 +98,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
         super().__init__(*args, **kwargs)
         self._expected = ExpectedOffsets()
         self._guard: asyncio.Future[Any] | None = None
+        self._handing: asyncio.Future[Any] | None = None  # the hand-off the guard would abandon
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -188,8 +189,9 @@ class PufferfishConsumer(AIOKafkaConsumer):
         Faust waits for ``wait_first(callback, suspend_flow.wait())``: four tasks per record
         (the callback, the suspend wait, mode's stopped and crashed watchers) and three
         cancellations. Here one long-lived guard task waits for those three events on behalf
-        of every record, so a record costs one task (none with ``drain_eager`` when the
-        callback need not wait)."""
+        of every record and, when one happens, cancels the hand-off in progress; a record
+        costs one task (none with ``drain_eager`` when the callback need not wait) and no
+        per-record ``asyncio.wait``."""
         guard = self._flow_guard()
         if guard.done() or self.suspend_flow.is_set():  # not even started (the loop seeks back)
             coro.close()
@@ -201,26 +203,31 @@ class PufferfishConsumer(AIOKafkaConsumer):
             except StopIteration:  # completed without suspending: no task needed
                 return True
             awaitable = _Resumed(coro, first)
-        task = asyncio.ensure_future(awaitable)
+        task = self._handing = asyncio.ensure_future(awaitable)
         try:
-            await asyncio.wait((task, guard), return_when=asyncio.FIRST_COMPLETED)
+            await task  # a callback error propagates, as in Faust
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                raise  # the drain loop itself is stopping (the hand-off was cancelled with it)
+            return False  # the guard abandoned it: a rebalance suspended the flow, or a stop
         finally:
-            abandoned = not task.done()
-            if abandoned:
-                task.cancel()  # a rebalance suspended the flow, or we are stopping
-        if abandoned or task.cancelled():
-            return False
-        task.result()  # a callback error propagates, as in Faust
+            self._handing = None
         return True
 
     def _flow_guard(self) -> asyncio.Future[Any]:
-        """A task that ends when the flow is suspended or the consumer stops or crashes;
-        renewed once the flow runs again."""
+        """A task that ends when the flow is suspended or the consumer stops or crashes, and
+        then abandons the hand-off in progress; renewed once the flow runs again."""
         guard = self._guard
         if guard is None or (guard.done() and not self.suspend_flow.is_set()
                              and not self.should_stop):
             guard = self._guard = asyncio.ensure_future(self.wait_first(self.suspend_flow.wait()))
+            guard.add_done_callback(self._abandon_hand_off)
         return guard
+
+    def _abandon_hand_off(self, guard: asyncio.Future[Any]) -> None:
+        if guard is self._guard and self._handing is not None:
+            self._handing.cancel()
 
     @Service.task
     async def _watch_for_lost_records(self) -> None:
