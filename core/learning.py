@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from core import _validate
 from core.distribution import Distribution
 from core.noise import sample_discrete_laplace
@@ -41,6 +43,37 @@ def user_share(counts: Sequence[int]) -> tuple[int, ...]:
         for j in order[:left]:
             floors[j] += 1
     return tuple(floors)
+
+
+# counts this large would overflow int64 in ``user_shares`` (c * SHARE_UNITS, row totals)
+SHARES_COUNT_LIMIT = 2**62 // SHARE_UNITS // 2
+
+
+def user_shares(counts: np.ndarray) -> np.ndarray:
+    """``user_share`` of every row of an (n, K) int64 array of histograms, each with at least
+    one report, as an (n, K) int64 array: the same floors and the same largest-remainder
+    rounding, equal remainders in index order (a stable sort of the negated remainders).
+    Rows whose entries or total reach ``SHARES_COUNT_LIMIT`` are refused (ValueError): the
+    caller uses ``user_share`` for those."""
+    c = np.asarray(counts, dtype=np.int64)
+    if c.ndim != 2:
+        raise ValueError("counts must be an (n, K) array")
+    n, k = c.shape
+    if n == 0:
+        return c.copy()
+    if c.min() < 0 or c.max() >= SHARES_COUNT_LIMIT:
+        raise ValueError("counts must be non-negative and below SHARES_COUNT_LIMIT")
+    totals = c.sum(axis=1, dtype=np.int64)  # no overflow: K * SHARES_COUNT_LIMIT < 2**63
+    if totals.min() <= 0 or totals.max() >= SHARES_COUNT_LIMIT:
+        raise ValueError("every row needs a positive total below SHARES_COUNT_LIMIT")
+    scaled = c * SHARE_UNITS
+    floors, rems = np.divmod(scaled, totals[:, None])
+    left = SHARE_UNITS - floors.sum(axis=1)
+    order = np.argsort(-rems, axis=1, kind="stable")  # by remainder, ties in index order
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(k), (n, k)), axis=1)
+    shares: np.ndarray = floors + (rank < left[:, None])
+    return shares
 
 
 @dataclass(frozen=True)

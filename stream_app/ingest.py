@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
+from stream_app.contributions import Change, contributions, replace_all
 from stream_app.metrics import EVENT_KINDS, REJECT_REASONS, Metrics
 from stream_app.models import (
     MembershipIn,
@@ -155,8 +156,7 @@ class Ingest:
         touched: dict[str, _Touched] = {}
         written, self._written = self._written, {}
         self._stage(events, touched, reasons, is_report, written)
-        for user_id, t in touched.items():
-            self._commit(user_id, t, events, reasons)
+        self._commit(touched, events, reasons)
         rejected: Counter[str] = Counter()
         letters: DeadLetters = []
         if reasons.count(None) == len(reasons):  # nothing rejected (the common case)
@@ -237,21 +237,34 @@ class Ingest:
                 t.newest_ts = item.ts
 
     def _commit(
-        self, user_id: str, t: _Touched, events: Sequence[Any], reasons: list[str | None]
+        self, touched: dict[str, _Touched], events: Sequence[Any], reasons: list[str | None]
     ) -> None:
-        """Write one touched user once (or replay its records when they span partitions)."""
-        if not t.accepted:
-            return
-        if t.moved:
-            self._replay(user_id, t, events, reasons)
-            return
-        last = events[t.steps[-1]]
-        agg = self.store.aggregate(t.partition, last)
-        new, value = t.draft.contribution(), t.draft.to_bytes()
-        agg.replace(t.old, new)
-        self.store.save(user_id, value, last)
-        agg.note_event(t.newest_ts)
-        self._written[user_id] = Written(value, t.draft, new)
+        """Write each touched user once (or replay its records when they span partitions);
+        the aggregates get the batch's changes per partition at the end."""
+        plain = []
+        for user_id, t in touched.items():
+            if not t.accepted:
+                continue
+            if t.moved:
+                self._replay(user_id, t, events, reasons)
+            else:
+                plain.append((user_id, t))
+        news = contributions([t.draft for _, t in plain])
+        changes: dict[int, tuple[PartitionAggregate, list[Change]]] = {}
+        for (user_id, t), new in zip(plain, news, strict=True):
+            last = events[t.steps[-1]]
+            # before the user's bytes change: a first call builds the aggregate from the store
+            agg = self.store.aggregate(t.partition, last)
+            entry = changes.get(id(agg))  # (the entry keeps agg alive: ids stay unique)
+            if entry is None:
+                entry = changes[id(agg)] = (agg, [])
+            entry[1].append((t.old, new))
+            value = t.draft.to_bytes()
+            self.store.save(user_id, value, last)
+            agg.note_event(t.newest_ts)
+            self._written[user_id] = Written(value, t.draft, new)
+        for agg, pending in changes.values():
+            replace_all(agg, pending)
 
     def _replay(
         self, user_id: str, t: _Touched, events: Sequence[Any], reasons: list[str | None]

@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
-from core.learning import SHARE_UNITS, HistogramLearner, LearnedLaw, uniform, user_share
+from core.learning import (
+    SHARE_UNITS,
+    SHARES_COUNT_LIMIT,
+    HistogramLearner,
+    LearnedLaw,
+    uniform,
+    user_share,
+    user_shares,
+)
 
 UNIT = 2**16
 DOMAIN = (0.0, 1.0, 2.0)
@@ -52,6 +60,31 @@ def test_user_share_sums_exactly_and_is_proportional(counts: list[int]) -> None:
     down = [r for r, c, u in zip(rem, counts, share, strict=True) if u == c * UNIT // total]
     if up and down:
         assert min(up) >= max(down)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda k: st.lists(
+    st.lists(st.integers(0, 50), min_size=k, max_size=k).filter(any), min_size=1, max_size=20)))
+def test_user_shares_is_user_share_row_by_row(rows: list[list[int]]) -> None:
+    """The batch form: each row exactly as user_share (small counts make many tied
+    remainders, where the index order decides)."""
+    out = user_shares(np.array(rows, dtype=np.int64))
+    assert out.dtype == np.int64 and out.shape == (len(rows), len(rows[0]))
+    assert [tuple(r) for r in out.tolist()] == [user_share(r) for r in rows]
+
+
+def test_user_shares_hand_values_and_refusals() -> None:
+    got = user_shares(np.array([[1, 1, 1], [2, 1, 0], [0, 5, 0], [1, 2, 4]]))
+    assert got.tolist() == [[21_846, 21_845, 21_845], [43_691, 21_845, 0], [0, UNIT, 0],
+                            [9_362, 18_725, 37_449]]
+    assert user_shares(np.zeros((0, 4), dtype=np.int64)).shape == (0, 4)
+    big = SHARES_COUNT_LIMIT - 1
+    assert user_shares(np.array([[big, 0]])).tolist() == [[UNIT, 0]]
+    for bad in ([[0, 0]], [[-1, 2]], [[SHARES_COUNT_LIMIT, 1]], [[big, big]]):
+        with pytest.raises(ValueError):
+            user_shares(np.array(bad, dtype=np.int64))
+    with pytest.raises(ValueError):
+        user_shares(np.array([1, 2]))
 
 
 def test_user_share_hand_values() -> None:
