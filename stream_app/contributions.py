@@ -18,6 +18,7 @@ from core.learning import user_shares
 from stream_app.state import Contribution, Draft, PartitionAggregate
 
 Change = tuple[Contribution | None, Contribution]  # (old, new) of one user
+_tuple_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per user)
 
 
 def contributions(drafts: Sequence[Draft]) -> list[Contribution]:
@@ -37,8 +38,8 @@ def contributions(drafts: Sequence[Draft]) -> list[Contribution]:
         return out  # type: ignore[return-value]
     for i, share in zip(need, shares.tolist(), strict=True):
         d = drafts[i]
-        out[i] = Contribution(d.value_units if d.value_units is not None else 0, d.group,
-                              tuple(share))
+        units = d.value_units if d.value_units is not None else 0
+        out[i] = _tuple_new(Contribution, (units, d.group, tuple(share)))
     return out  # type: ignore[return-value]
 
 
