@@ -26,7 +26,9 @@ The Faust pipelines run ``--passes`` times (default 2) in turn — bare, recipe,
 then all again — so that a slow minute of a shared machine falls on every pipeline alike; a
 pipeline's rate is the mean of its passes. Each is reported as a ratio to the raw loop, and the
 worker as a ratio to the recipe of the same drain mode (also per pass); CPU us/event is the
-pipeline's processes' CPU time (user + system) per event between the same marks. Goals
+pipeline's processes' CPU time (user + system) per event between the same marks, broker CPU
+the same for the broker process (it shares the 2 cores: a pipeline that writes more, e.g.
+larger changelog values, also costs the broker more). Goals
 (issue 12) for the default worker and, separately, with drain_eager. The consumer's idle-fetch
 wait is 0.1 s (tansu). A further backlog of M/2 events can be profiled with py-spy attached to
 one pipeline's process (``--profile [PIPELINE]``).
@@ -327,7 +329,7 @@ async def raw_loop(
 
 
 # --- measuring the worker ------------------------------------------------------------------
-Sample = tuple[float, ...]  # (time, handled) or (time, handled, CPU seconds)
+Sample = tuple[float, ...]  # (time, handled[, pipeline CPU seconds, broker CPU seconds])
 
 
 def _marks(samples: Sequence[Sample], lo: float, hi: float) -> tuple[Sample, Sample]:
@@ -346,23 +348,24 @@ def rate_between(samples: Sequence[Sample], lo: float, hi: float) -> float:
     return (b[1] - a[1]) / max(b[0] - a[0], 1e-9)
 
 
-def cpu_per_event(samples: Sequence[Sample], lo: float, hi: float) -> float:
-    """CPU microseconds per event (the pipeline's processes) between the same marks."""
+def cpu_per_event(samples: Sequence[Sample], lo: float, hi: float, column: int = 2) -> float:
+    """CPU microseconds per event between the same marks: the pipeline's processes
+    (column 2) or the broker's (column 3)."""
     a, b = _marks(samples, lo, hi)
-    return (b[2] - a[2]) * 1e6 / max(b[1] - a[1], 1.0)
+    return (b[column] - a[column]) * 1e6 / max(b[1] - a[1], 1.0)
 
 
 def drain(
     worker: Worker | Group, start: float, m: int, timeout: float,
-    check: Callable[[], None] = lambda: None,
+    check: Callable[[], None] = lambda: None, broker_cpu: Callable[[], float] = lambda: 0.0,
 ) -> list[Sample]:
-    """Sample (time, handled, CPU seconds) every 0.25 s until ``start + m`` are handled;
-    ``check`` raises to stop early (a failed producer)."""
+    """Sample (time, handled, CPU seconds, broker CPU seconds) every 0.25 s until
+    ``start + m`` are handled; ``check`` raises to stop early (a failed producer)."""
     samples: list[Sample] = []
     deadline = time.monotonic() + timeout
     while True:
         h = worker.handled()
-        samples.append((time.perf_counter(), h, worker.cpu_seconds()))
+        samples.append((time.perf_counter(), h, worker.cpu_seconds(), broker_cpu()))
         if h >= start + m:
             return samples
         worker.check_alive()
@@ -374,7 +377,7 @@ def drain(
 
 def produce_and_drain(
     bootstrap: str, topics: dict[str, str], events: Sequence[Any], worker: Worker | Group,
-    start: float, timeout: float,
+    start: float, timeout: float, broker_cpu: Callable[[], float] = lambda: 0.0,
 ) -> tuple[list[Sample], float]:
     """Produce ``events`` (in a thread) while sampling the pipeline from the first one on: a
     pipeline faster than the producer drains much of the backlog while it is produced, so
@@ -397,7 +400,7 @@ def produce_and_drain(
     thread = threading.Thread(target=produce_all, name="backlog-producer", daemon=True)
     thread.start()
     try:
-        samples = drain(worker, start, len(events), timeout, check)
+        samples = drain(worker, start, len(events), timeout, check, broker_cpu)
     finally:
         thread.join(timeout)
     check()
@@ -545,6 +548,8 @@ class Run:
     cpu_us: float = float("nan")  # CPU microseconds per event
     pass_rates: list[float] = field(default_factory=list)  # one per pass (rate: their mean)
     pass_cpu_us: list[float] = field(default_factory=list)
+    broker_cpu_us: float = float("nan")  # the broker's CPU microseconds per event
+    pass_broker_cpu_us: list[float] = field(default_factory=list)
     events: int = 0
     releases: float = 0.0
     rejected: float = 0.0
@@ -613,13 +618,17 @@ def run_pipeline(
         if run.processes > 1:
             done += wait_all_assigned(broker, group, topics, work)
             wait_for(group, done, 60, f"{run.label}: the warm-up reports")
-        samples, produced_at = produce_and_drain(broker.bootstrap, topics, work.backlog(m),
-                                                 group, done, timeout=300)
+        pid = broker.pid
+        samples, produced_at = produce_and_drain(
+            broker.bootstrap, topics, work.backlog(m), group, done, timeout=300,
+            broker_cpu=lambda: process_cpu_seconds(pid) if pid else float("nan"))
         lo = start_mark(samples, produced_at, done, m)
         run.pass_rates.append(rate_between(samples, lo, done + 0.95 * m))
         run.pass_cpu_us.append(cpu_per_event(samples, lo, done + 0.95 * m))
+        run.pass_broker_cpu_us.append(cpu_per_event(samples, lo, done + 0.95 * m, column=3))
         run.rate = sum(run.pass_rates) / len(run.pass_rates)
         run.cpu_us = sum(run.pass_cpu_us) / len(run.pass_cpu_us)
+        run.broker_cpu_us = sum(run.pass_broker_cpu_us) / len(run.pass_broker_cpu_us)
         run.events = m
         run.releases = group.total("pufferfish_releases_total")
         run.rejected = group.total("pufferfish_events_rejected_total")
@@ -742,16 +751,16 @@ def main(argv: list[str] | None = None) -> int:
         f"{n} records at {r:,.0f}/s" for (n, _), r in zip(raw_passes, raw_rates, strict=True)
     )
     headers = ("pipeline", "processes", "events", "events/s", "ratio to raw",
-               "ratio to recipe (same drain mode)", "CPU us/event")
+               "ratio to recipe (same drain mode)", "CPU us/event", "broker CPU us/event")
     rows: list[tuple[object, ...]] = [
         ("raw aiokafka consume->produce (mean of 2 passes)", 1, raw_passes[0][0], raw_rate,
-         1.0, float("nan"), float("nan")),
+         1.0, float("nan"), float("nan"), float("nan")),
     ]
     for r in runs:
         same_mode = by["recipe-e"].rate if r.name.endswith("-e") else recipe
         rows.append((r.label, r.processes, r.events, r.rate, r.rate / raw_rate,
                      r.rate / same_mode if r.name.startswith("w") else float("nan"),
-                     r.cpu_us))
+                     r.cpu_us, r.broker_cpu_us))
     w1, w2 = by["w1"], by["w2"]
     w1e, w2e = by["w1-e"], by["w2-e"]
     goals = [

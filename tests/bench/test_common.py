@@ -87,8 +87,10 @@ def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyP
         return len(events)
 
     monkeypatch.setattr(throughput, "produce_sync", produce)
+    broker_seconds = iter(range(0, 10**6, 5))  # 5 ms of broker CPU per sample
     samples, produced_at = throughput.produce_and_drain(
-        "b", {}, list(range(1000)), pipe, 0, timeout=10)  # type: ignore[arg-type]
+        "b", {}, list(range(1000)), pipe, 0, timeout=10,  # type: ignore[arg-type]
+        broker_cpu=lambda: next(broker_seconds) / 1000)
     assert len(samples) >= 3 and samples[0][1] < 950
     assert samples[0][0] < produced_at
     # all was handled while it was produced: read from the 5 % mark
@@ -96,6 +98,12 @@ def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyP
     rate = rate_between(samples, 50, 950)
     assert 500 < rate < 2000  # 1000 records in ~1 s, sampled every 0.25 s
     assert cpu_per_event(samples, 50, 950) == pytest.approx(10.0)
+    # the broker's column: 5 ms per 0.25 s sample over the events between the same samples
+    i = next(k for k, x in enumerate(samples) if x[1] >= 50)
+    j = next(k for k, x in enumerate(samples) if x[1] >= 950)
+    assert j > i
+    assert cpu_per_event(samples, 50, 950, column=3) == pytest.approx(
+        5000.0 * (j - i) / (samples[j][1] - samples[i][1]))
 
 
 def test_a_failed_producer_stops_the_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
