@@ -163,13 +163,16 @@ class PufferfishConsumer(AIOKafkaConsumer):
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
+                    epoch = expected.epoch(tp)
                     if await self._hand_over(callback(message), eager):
-                        self._read_offset[tp] = offset
-                        if not expected.handed_over(tp, offset):
+                        if expected.handed_over(tp, offset, epoch):
+                            self._read_offset[tp] = offset
+                        else:
                             skip.add(tp)  # sought meanwhile: the rest of this batch is stale
                     else:
                         skip.add(tp)
-                        self._seek_back(tp, offset, "its hand-off was abandoned")
+                        if expected.epoch(tp) == epoch:  # else the seek meanwhile decides
+                            self._seek_back(tp, offset, "its hand-off was abandoned")
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
             if self.transport.app.should_stop:

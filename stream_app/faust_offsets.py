@@ -45,6 +45,7 @@ class ExpectedOffsets:
         self._next: dict[Hashable, int | None] = {}
         self._hole: dict[Hashable, tuple[int, int]] = {}
         self._behind: dict[Hashable, int] = {}  # expected offset at the last stall check
+        self._seeks: dict[Hashable, int] = {}  # seeks (and revocations) so far, per partition
 
     def stalled(self, tp: Hashable, position: int) -> bool:
         """Called every few seconds with the client's fetch position. True when the client has
@@ -64,6 +65,11 @@ class ExpectedOffsets:
     def expected(self, tp: Hashable) -> int | None:
         return self._next.get(tp)
 
+    def epoch(self, tp: Hashable) -> int:
+        """How many times the partition was sought (or revoked) so far: taken before a
+        hand-off, given back to ``handed_over``."""
+        return self._seeks.get(tp, 0)
+
     def judge(self, tp: Hashable, offset: int) -> Verdict:
         want = self._next.get(tp)
         if want is None or offset == want:
@@ -81,10 +87,15 @@ class ExpectedOffsets:
         self._next[tp] = end
         return start, end
 
-    def handed_over(self, tp: Hashable, offset: int) -> bool:
+    def handed_over(self, tp: Hashable, offset: int, epoch: int | None = None) -> bool:
         """The record at `offset` reached the streams. A seek made while it was being handed
-        over (a rebalance) decides where the partition goes on, so it is not overridden: False
-        then, and the rest of the partition's batch is stale."""
+        over (a rebalance, a refetch of what a flow-control wipe dropped) decides where the
+        partition goes on, so it is not overridden: False then, and the rest of the
+        partition's batch is stale. `epoch` (``epoch(tp)`` when the hand-off began) tells a seek
+        to this very offset from none: such a seek fetches the record again because it was
+        thrown away after the hand-off, and advancing past it would drop the fresh copy."""
+        if epoch is not None and self._seeks.get(tp, 0) != epoch:
+            return False
         if self._next.get(tp) not in (None, offset):
             return False
         self._next[tp] = offset + 1
@@ -94,8 +105,10 @@ class ExpectedOffsets:
     def sought(self, tp: Hashable, offset: int | None) -> None:
         """A seek moved the partition's fetch position (None: to a position not known here)."""
         self._next[tp] = offset if offset is not None and offset >= 0 else None
+        self._seeks[tp] = self._seeks.get(tp, 0) + 1
 
     def forget(self, tp: Hashable) -> None:
         self._next.pop(tp, None)
         self._hole.pop(tp, None)
         self._behind.pop(tp, None)
+        self._seeks[tp] = self._seeks.get(tp, 0) + 1  # a hand-off begun before is stale

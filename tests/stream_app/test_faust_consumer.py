@@ -246,6 +246,46 @@ async def test_an_abandoned_hand_off_is_fetched_again(drained: Any) -> None:
     assert drain.delivered == [0, 1, 2, 3]
 
 
+async def test_a_record_wiped_after_its_hand_off_is_handed_over_again(drained: Any) -> None:
+    """Faust's flow control empties the stream buffer after the record's hand-off completed
+    but before the loop went on; the refetch seeks to that very record (the proof run's stuck
+    restart: advancing past it dropped the fresh copy and nothing noticed)."""
+    drain = _Drain(drained, [[0, 1, 2], [2, 3]])
+
+    async def wiped(offset: int) -> None:
+        if offset == 2 and not drain.seeks:
+            drained.refetch({TP0: 2}, "the stream buffer was emptied")
+
+    drain.on_record = wiped
+    await drain.run()
+    assert drain.seeks == [(TP0, 2)]
+    assert drain.delivered == [0, 1, 2, 2, 3]  # the wiped copy, then the fresh one
+
+
+async def test_an_abandoned_hand_off_leaves_a_seek_made_meanwhile_alone(drained: Any) -> None:
+    """A rebalance seeks to the committed offset 1 and suspends the flow while 3 is being
+    handed over: seeking back to 3 would skip 1 and 2."""
+    drain = _Drain(drained, [[0, 1, 2, 3], [1, 2, 3]])
+
+    async def rebalance(offset: int) -> None:
+        if offset == 3 and not drain.seeks:
+            await drained.seek(TP0, 1)
+            drained.suspend_flow.set()
+            await asyncio.Event().wait()
+
+    drain.on_record = rebalance
+    original = drain._getmany
+
+    async def resume_then_fetch(timeout: float) -> Any:
+        drained.suspend_flow.clear()
+        async for item in original(timeout):
+            yield item
+
+    drained.getmany = resume_then_fetch
+    await drain.run()
+    assert drain.delivered == [0, 1, 2, 1, 2, 3]
+
+
 async def test_an_abandoned_hand_off_of_a_revoked_partition_is_left_to_its_next_owner(
     drained: Any,
 ) -> None:

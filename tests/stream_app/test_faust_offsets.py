@@ -51,6 +51,28 @@ def test_a_seek_during_a_hand_off_wins() -> None:
     assert offsets.expected(TP) == 4
 
 
+def test_a_seek_to_the_very_offset_being_handed_over_still_wins() -> None:
+    """The record was thrown away after its hand-off (a flow-control wipe) and sought again:
+    the expected offset looks unchanged, but advancing past it would drop the fresh copy."""
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 15)
+    epoch = offsets.epoch(TP)  # the hand-off of 15 begins
+    offsets.sought(TP, 15)  # the wipe's refetch
+    assert offsets.handed_over(TP, 15, epoch) is False
+    assert offsets.expected(TP) == 15 and offsets.judge(TP, 15) is Verdict.DELIVER
+    epoch = offsets.epoch(TP)
+    assert offsets.handed_over(TP, 15, epoch) is True and offsets.expected(TP) == 16
+
+
+def test_a_revoke_during_a_hand_off_makes_it_stale() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 3)
+    epoch = offsets.epoch(TP)
+    offsets.forget(TP)
+    offsets.sought(TP, 3)  # assigned again, from the committed offset
+    assert offsets.handed_over(TP, 3, epoch) is False and offsets.expected(TP) == 3
+
+
 def test_a_seek_to_an_unknown_position_or_a_revoke_forgets() -> None:
     offsets = ExpectedOffsets()
     offsets.handed_over(TP, 2)
