@@ -193,6 +193,17 @@ class _Drain:
     def _seek(self, tp: TP, offset: int) -> None:
         self.seeks.append((tp, offset))
 
+    def resume_flow_before_each_fetch(self) -> None:
+        """A flow suspended by a rebalance runs again before the next fetch."""
+        original = self._getmany
+
+        async def resume_then_fetch(timeout: float) -> Any:
+            self.consumer.suspend_flow.clear()
+            async for item in original(timeout):
+                yield item
+
+        self.consumer.getmany = resume_then_fetch
+
     async def run(self) -> None:
         await asyncio.wait_for(self.consumer._drain_messages(self.fetcher), 10)
 
@@ -233,14 +244,7 @@ async def test_an_abandoned_hand_off_is_fetched_again(drained: Any) -> None:
             await stuck.wait()
 
     drain.on_record = full_buffer
-    original = drain._getmany
-
-    async def resume_then_fetch(timeout: float) -> Any:
-        drained.suspend_flow.clear()
-        async for item in original(timeout):
-            yield item
-
-    drained.getmany = resume_then_fetch
+    drain.resume_flow_before_each_fetch()
     await drain.run()
     assert drain.seeks == [(TP0, 2)]  # 3 was skipped with it, not handed over ahead of it
     assert drain.delivered == [0, 1, 2, 3]
@@ -274,14 +278,7 @@ async def test_an_abandoned_hand_off_leaves_a_seek_made_meanwhile_alone(drained:
             await asyncio.Event().wait()
 
     drain.on_record = rebalance
-    original = drain._getmany
-
-    async def resume_then_fetch(timeout: float) -> Any:
-        drained.suspend_flow.clear()
-        async for item in original(timeout):
-            yield item
-
-    drained.getmany = resume_then_fetch
+    drain.resume_flow_before_each_fetch()
     await drain.run()
     assert drain.delivered == [0, 1, 2, 1, 2, 3]
 
