@@ -18,33 +18,29 @@ from core.learning import user_shares
 from stream_app.state import Contribution, Draft, PartitionAggregate
 
 Change = tuple[Contribution | None, Contribution]  # (old, new) of one user
-_tuple_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per user)
 
 
 def contributions(drafts: Sequence[Draft]) -> list[Contribution]:
     """``[d.contribution() for d in drafts]``, the shares computed together."""
-    out = [d.contribution() if not _has_share(d) else None for d in drafts]
-    need = [i for i, c in enumerate(out) if c is None]
-    if not need:
-        return out  # type: ignore[return-value]
-    k = len(drafts[need[0]].counts)
+    need = [i for i, d in enumerate(drafts) if d.has_share()]
+    shares = _shares([drafts[i].counts for i in need])
+    if shares is None:  # counts beyond int64's comfort or of mixed lengths: one at a time
+        return [d.contribution() for d in drafts]
+    given = dict(zip(need, shares, strict=True))
+    return [d.contribution(given.get(i)) for i, d in enumerate(drafts)]
+
+
+def _shares(rows: list[list[int]]) -> list[tuple[int, ...]] | None:
+    """``user_share`` of each row in one ``user_shares`` call; None when that cannot take them."""
+    if not rows:
+        return []
+    k = len(rows[0])
+    if any(len(r) != k for r in rows):
+        return None
     try:
-        if any(len(drafts[i].counts) != k for i in need):
-            raise ValueError("histograms of different lengths")
-        shares = user_shares(np.array([drafts[i].counts for i in need], dtype=np.int64))
-    except (ValueError, OverflowError):  # counts beyond int64's comfort: one at a time
-        for i in need:
-            out[i] = drafts[i].contribution()
-        return out  # type: ignore[return-value]
-    for i, share in zip(need, shares.tolist(), strict=True):
-        d = drafts[i]
-        units = d.value_units if d.value_units is not None else 0
-        out[i] = _tuple_new(Contribution, (units, d.group, tuple(share)))
-    return out  # type: ignore[return-value]
-
-
-def _has_share(d: Draft) -> bool:
-    return d.present and d.group is not None and any(d.counts)
+        return [tuple(s) for s in user_shares(np.array(rows, dtype=np.int64)).tolist()]
+    except (ValueError, OverflowError):
+        return None
 
 
 def replace_all(agg: PartitionAggregate, changes: Sequence[Change]) -> None:

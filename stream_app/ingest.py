@@ -26,6 +26,7 @@ from stream_app.models import (
     check_key,
     read_membership,
     read_report,
+    tuple_new,
 )
 from stream_app.partitioning import PartitionCheck
 from stream_app.settings import Settings
@@ -96,7 +97,6 @@ class Record:
 
 
 Item = ReportIn | MembershipIn
-_tuple_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per user)
 
 
 class Written(NamedTuple):
@@ -263,7 +263,7 @@ class Ingest:
             value = t.draft.to_bytes()
             self.store.save(user_id, value, last)
             agg.note_event(t.newest_ts)
-            self._written[user_id] = _tuple_new(Written, (value, t.draft, new))
+            self._written[user_id] = tuple_new(Written, (value, t.draft, new))
         for agg, pending in changes.values():
             replace_all(agg, pending)
 

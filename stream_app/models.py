@@ -247,7 +247,8 @@ class MembershipIn(NamedTuple):
 
 _INF = math.inf
 _ID_MAX = 128  # Identifier's max_length
-_tuple_new = tuple.__new__  # a NamedTuple without its Python-level __new__
+# builds a NamedTuple without its Python-level __new__ (hot paths: one per record or user)
+tuple_new = tuple.__new__
 
 
 def _loads(raw: bytes | None, max_bytes: int) -> Any:
@@ -270,7 +271,7 @@ def read_report(raw: bytes | None, max_bytes: int) -> ReportIn:
         if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(rid) is str \
                 and 0 < len(rid) <= _ID_MAX and type(value) is float and -_INF < value < _INF \
                 and type(ts) is float and 0.0 <= ts < _INF:
-            return _tuple_new(ReportIn, (uid, value, rid, ts))
+            return tuple_new(ReportIn, (uid, value, rid, ts))
     r = parse_report(raw, max_bytes)
     return ReportIn(r.user_id, r.value, r.report_id, r.ts)
 
@@ -285,7 +286,7 @@ def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
                 and (event == "join" or event == "leave") \
                 and (group is None or (type(group) is str and 0 < len(group) <= _ID_MAX)) \
                 and type(ts) is float and 0.0 <= ts < _INF:
-            return _tuple_new(MembershipIn, (uid, event, group, ts))
+            return tuple_new(MembershipIn, (uid, event, group, ts))
     m = parse_membership(raw, max_bytes)
     return MembershipIn(m.user_id, m.event, m.group, m.ts)
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from core.learning import SHARE_UNITS
-from stream_app.models import Membership, MembershipIn, Rejected, Report, ReportIn
+from stream_app.models import Membership, MembershipIn, Rejected, Report, ReportIn, tuple_new
 
 # Dedup ids are kept as 64-bit digests of the report ids. A genuine new report is dropped as a
 # duplicate only if its digest equals one of the (at most dedup_window) digests kept for its
@@ -119,13 +119,23 @@ def user_share(counts: Sequence[int]) -> tuple[int, ...]:
     return tuple(floors)
 
 
+def has_share(present: bool, group: str | None, counts: Sequence[int]) -> bool:
+    """Whether a user adds a share to its group's histogram sum (present, in a group, with at
+    least one report)."""
+    return present and group is not None and any(counts)
+
+
 def _contribution(
-    present: bool, group: str | None, value_units: int | None, counts: Sequence[int]
+    present: bool, group: str | None, value_units: int | None, counts: Sequence[int],
+    share: tuple[int, ...] | None = None,
 ) -> Contribution:
+    """`share`: ``user_share(counts)`` when the caller has it already (a batch's shares are
+    computed together, stream_app/contributions.py)."""
     units = value_units if present and value_units is not None else 0
-    if not present or group is None or not any(counts):
-        return Contribution(units, group, None)
-    return Contribution(units, group, user_share(counts))
+    if not has_share(present, group, counts):
+        return tuple_new(Contribution, (units, group, None))
+    return tuple_new(Contribution, (units, group,
+                                    share if share is not None else user_share(counts)))
 
 
 @dataclass(frozen=True)
@@ -345,8 +355,12 @@ class Draft:
             self.present = False
         self.partition = partition
 
-    def contribution(self) -> Contribution:
-        return _contribution(self.present, self.group, self.value_units, self.counts)
+    def has_share(self) -> bool:
+        return has_share(self.present, self.group, self.counts)
+
+    def contribution(self, share: tuple[int, ...] | None = None) -> Contribution:
+        """`share`: ``user_share(self.counts)`` if already computed."""
+        return _contribution(self.present, self.group, self.value_units, self.counts, share)
 
     def to_json(self) -> dict[str, Any]:
         """``UserState.to_json`` of ``freeze()``, without building the state."""
