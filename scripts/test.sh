@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole check on a fresh machine (Python 3.11, nothing installed): creates .venv, installs the
 # project with its dev extras, installs Prometheus (Debian package) if missing, then runs
-#   ruff check .   |   mypy (strict on core/, see pyproject.toml)   |   python -m pytest -q
+#   ruff check .   |   mypy (strict on core/, see pyproject.toml)   |   python -m pytest -q -n N
 # Usage: bash scripts/test.sh [extra pytest args]
+# The suite runs in N parallel pytest-xdist processes (PUFFERFISH_TEST_WORKERS, default below;
+# the isolation rules are in tests/conftest.py). One file serially: .venv/bin/python -m pytest FILE
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -38,9 +40,12 @@ done
 step "mypy ${MYPY_TARGETS[*]}"
 "$VENV/bin/mypy" "${MYPY_TARGETS[@]}"
 
-step "python -m pytest -q $*"
+# Most of the suite waits on brokers, workers and release clocks, not on the CPU: more processes
+# than cores, measured (tests/README.md has the figures).
+WORKERS=${PUFFERFISH_TEST_WORKERS:-4}
+step "python -m pytest -q -n $WORKERS --dist loadgroup $*"
 set +e
-"$VENV/bin/python" -m pytest -q "$@" </dev/null
+"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup "$@" </dev/null
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

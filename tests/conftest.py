@@ -1,4 +1,23 @@
-"""Shared fixtures. Broker fixtures start a real tansu broker on a free loopback port."""
+"""Shared fixtures, and the rules that let the suite run in parallel (pytest-xdist).
+
+`scripts/test.sh` runs the suite with `-n <workers> --dist loadgroup`; `pytest FILE` alone still
+runs serially. Every test must be isolated from the tests running beside it:
+
+- brokers: its own (`broker`), or one shared per module and worker process (`broker_module`)
+  with topic names, app id and consumer group of its own (uuid-suffixed);
+- ports: asked of the OS (`free_port()`), never fixed;
+- files: under its own `tmp_path` / `tmp_path_factory`, never a fixed path;
+- servers it starts (workers, Prometheus, brokers) are stopped by the test or its fixture.
+
+A module-scoped fixture is computed once per worker process that runs a test using it. When it
+is expensive (subprocesses, a build, a worker run), the module declares
+`pytestmark = pytest.mark.xdist_group("<module>")` so that one process runs all its tests and
+the fixture once (tests/test_suite_rules.py checks every module-scoped fixture has one).
+
+Tests marked `slow` (≥ ~15 s alone on an idle machine) are started first, then the other
+integration tests, then the rest: the longest ones must not start last, or they set the wall
+time of the whole run.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +38,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def start_rank(item: pytest.Item) -> int:
+    """0 for slow tests, 1 for other integration tests, 2 for the rest."""
+    if item.get_closest_marker("slow") is not None:
+        return 0
+    if item.get_closest_marker("integration") is not None:
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # stable sort: every xdist worker collects the same order, as it must
+    items.sort(key=start_rank)
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
     """A fresh embedded broker for one test (log: tmp_path/tansu.log), stopped afterwards."""
@@ -28,7 +61,8 @@ def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 
 @pytest.fixture(scope="module")
 def broker_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    """One embedded broker shared by the tests of a module; use distinct topic names per test."""
+    """One embedded broker shared by the tests of a module (per worker process); use distinct
+    topic names, app ids and consumer groups per test."""
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with EmbeddedBroker(log_path=log) as b:
         yield b

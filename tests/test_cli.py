@@ -22,6 +22,9 @@ from scipy import optimize
 
 from tests.oracles import grid_loss
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cli")]
+
 CONSOLE_SCRIPT = Path(sys.executable).with_name("pufferfish")
 COMMAND = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "stream_app"]
 EPS = 0.5

@@ -24,7 +24,7 @@ import stream_app
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "stream_app", "bench", "pufferfish_data", "reproduce")
 UCI = ("adult.data", "adult.test", "bank-full.csv", "student-por.csv")
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("test_package")]
 
 
 def _run(cmd: Sequence[str | Path], timeout: float, cwd: Path | None = None,

@@ -81,6 +81,7 @@ def test_composition_quick(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_throughput_quick(tmp_path: Path) -> None:
     text = run(throughput, tmp_path)
     assert "**Ratio worker / raw =" in text
@@ -88,6 +89,7 @@ def test_throughput_quick(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_latency_quick(tmp_path: Path) -> None:
     text = run(latency, tmp_path)
     assert "| light |" in text and "| saturating |" in text

@@ -207,8 +207,10 @@ def test_zero_mass_groups_get_noise_when_min_mass_is_zero() -> None:
 def test_large_group_learns_its_values() -> None:
     # 10_000 users all reporting 1 on (0, 1, 2): the noise (scale 2 users per bin) moves the
     # estimate by ~1e-3 at most with overwhelming probability (50 users: Pr ~ e^{-25}).
+    # min_mass 100: the empty group's noisy mass (3 bins of scale 2) passes it with Pr < e^{-40}
+    # (a min_mass of 10 was passed by noise alone in a few % of runs).
     alpha = 0.05
-    learner = HistogramLearner(DOMAIN, 1.0, alpha, 10)
+    learner = HistogramLearner(DOMAIN, 1.0, alpha, 100)
     sums = {"big": [0, 10_000 * UNIT, 0]}
     prev = {"big": uniform(DOMAIN), "other": PREV["g2"]}
     out = learner.draw(sums, prev)

@@ -22,6 +22,9 @@ from core.noise import (
     secure_laplace_release,
 )
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_noise")
+
 P_REJECT = 1e-6
 
 

@@ -31,6 +31,9 @@ from core.plan import (
 from core.policy import STREAM_RULES, PairKind, Rule
 from tests.core.test_policy import brute_loss
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_plan")
+
 SLACK = 1 + 1e-9
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 P_REJECT_SIGMAS = 8  # statistical checks below reject a correct implementation at p < ~1e-6

@@ -19,6 +19,9 @@ from stream_app.settings import Settings
 from stream_app.topics import wanted_topics
 from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml, settings_from_env
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_compose")
+
 SCHEMA = Path(__file__).with_name("compose_spec.json")
 LONG_RUNNING = ("kafka", "worker", "prometheus", "grafana")
 

@@ -161,6 +161,7 @@ def _missing(prom_port: int, worker: Worker, out: Path) -> list[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_every_panel_renders_real_series(
     broker: EmbeddedBroker, worker: Worker, tmp_path: Path
 ) -> None:

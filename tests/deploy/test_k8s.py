@@ -8,6 +8,9 @@ import pytest
 
 from tests.deploy.support import K8S, load_yaml_documents, settings_from_env
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_k8s")
+
 
 @pytest.fixture(scope="module")
 def objects() -> dict[tuple[str, str], dict[str, Any]]:

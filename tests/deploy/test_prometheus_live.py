@@ -177,6 +177,7 @@ def _prom_value(prom_port: int, expr: str, job_filter: str) -> tuple[float, floa
     return float(ts), float(value)
 
 
+@pytest.mark.slow
 def test_prometheus_sees_what_the_worker_exports(
     broker: EmbeddedBroker, worker: Worker, prometheus: int
 ) -> None:

@@ -14,6 +14,9 @@ from pufferfish_data import (
 )
 from pufferfish_data.uci import DATA_DIR, SHA256
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_uci")
+
 
 @pytest.fixture(scope="module")
 def adult():

@@ -61,6 +61,7 @@ def _spend_all(bootstrap: str, topics: Topics, w: Worker, users: list[str],
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.slow
 def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: EmbeddedBroker,
                                                               tmp_path: Path) -> None:
     broker = broker_module
@@ -123,6 +124,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.slow
 def test_budget_survives_loss_of_the_releases_journal(broker_module: EmbeddedBroker,
                                                       tmp_path: Path) -> None:
     import asyncio

@@ -98,6 +98,7 @@ CHUNK, PACE = 50, 0.1
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path: Path) -> None:
     broker = broker_module
     topics = new_topics(broker.bootstrap, 2)
@@ -158,6 +159,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroker,
                                                     tmp_path: Path) -> None:
     broker = broker_module
@@ -228,6 +230,7 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: EmbeddedBroker,
                                                                 tmp_path: Path) -> None:
     """SIGSTOP the release owner past the session timeout (a GC pause, a frozen VM), let the

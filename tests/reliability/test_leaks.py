@@ -38,7 +38,7 @@ from tests.reliability.harness import (
 )
 from tests.reliability.sentinels import find
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("test_leaks")]
 
 VALUE = 7777
 REJECTED_VALUE = 7776

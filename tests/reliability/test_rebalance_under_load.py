@@ -82,6 +82,7 @@ def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("eager", ["false", "true"], ids=["faust-drain", "drain-eager"])
+@pytest.mark.slow
 def test_join_and_leave_mid_stream_lose_and_double_nothing(
     broker_module: EmbeddedBroker, tmp_path: Path, eager: str
 ) -> None:

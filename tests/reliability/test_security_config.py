@@ -32,6 +32,9 @@ from tests.reliability.harness import (
 )
 from tests.waiting import wait_for
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_security_config")
+
 PASSWORD = "Pw-9zQ-s3cr3t-Xy7"
 USER = "svc-pufferfish"
 SASL_REFUSED = re.compile(r"Sasl\w*Error")  # aiokafka: UnsupportedSaslMechanismError

@@ -21,6 +21,9 @@ from scipy.special import logsumexp
 from reproduce import paper_values as pv
 from reproduce.cli import main
 
+# module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_reproduce")]
+
 SMALL_GRID = 6
 SLUGS = [
     "fig_Brent", "fig_SuffCondSPQBinaryRelax",

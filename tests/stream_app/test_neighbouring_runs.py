@@ -86,6 +86,7 @@ def _releases(bootstrap: str, tag: str, count: int) -> list[dict]:
     return got()[:count]
 
 
+@pytest.mark.slow
 def test_declared_neighbours_publish_the_same_fields(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -122,6 +123,7 @@ def test_declared_neighbours_publish_the_same_fields(
     assert plan["binding_group"] == "g3"
 
 
+@pytest.mark.slow
 def test_learned_theta_is_recomputed_from_the_priors_topic(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:

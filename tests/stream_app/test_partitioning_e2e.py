@@ -118,6 +118,7 @@ def rejected(workers: list[wp.Worker], reason: str) -> float:
         ("pufferfish_events_rejected_total", (("reason", reason),)), 0.0) for w in workers)
 
 
+@pytest.mark.slow
 def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
     env = wp.input_env(

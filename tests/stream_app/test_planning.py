@@ -44,7 +44,8 @@ JSON_KEYS = {
 }
 
 
-pytestmark = pytest.mark.usefixtures("clean_env")
+pytestmark = [pytest.mark.usefixtures("clean_env"), pytest.mark.slow,
+              pytest.mark.xdist_group("test_planning")]
 
 
 def _settings(**kw: Any) -> Settings:

@@ -45,6 +45,7 @@ def _window_start_after(t: float) -> float:
     return (math.floor(t / WINDOW) + 1) * WINDOW
 
 
+@pytest.mark.slow
 def test_five_releases_in_every_window_across_a_sigkill(broker: EmbeddedBroker,
                                                         tmp_path: Path) -> None:
     env = input_env(broker, tmp_path, partitions=1, **SETTINGS)

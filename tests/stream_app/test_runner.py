@@ -81,6 +81,7 @@ def test_partition_mismatch_is_refused(broker: EmbeddedBroker, tmp_path: Path) -
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_creates_topics_serves_loopback_and_stops_on_sigint(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:

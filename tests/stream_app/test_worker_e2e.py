@@ -25,6 +25,7 @@ RELEASE_FIELDS = {
 }
 
 
+@pytest.mark.slow
 def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
     env = wp.input_env(
         broker, tmp_path, 2, app_id="e2e", domain=list(DOMAIN),

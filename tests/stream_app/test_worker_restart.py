@@ -73,6 +73,7 @@ def check_journal(records: list[dict]) -> None:
         assert r["epsilon_spent"] + r["epsilon_remaining"] == pytest.approx(BUDGET)
 
 
+@pytest.mark.slow
 def test_restart_sigterm_then_sigkill(broker: EmbeddedBroker, tmp_path: Path) -> None:
     env = input_env(
         broker, tmp_path, PARTS, app_id="restart", domain=list(DOMAIN),

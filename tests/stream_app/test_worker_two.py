@@ -19,6 +19,7 @@ PAIRS = ("distribution_presence", "value_presence")
 PARTS = 2
 
 
+@pytest.mark.slow
 def test_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
     env = wp.input_env(
         broker, tmp_path, PARTS, app_id="pair", domain=list(DOMAIN),

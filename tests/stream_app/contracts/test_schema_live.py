@@ -125,6 +125,7 @@ def _read_all(bootstrap: str) -> dict[str, list[ConsumerRecord[bytes, bytes]]]:
     return {topic: asyncio.run(read_to_end(bootstrap, topic, timeout=60)) for topic in TOPICS}
 
 
+@pytest.mark.slow
 def test_records_of_a_real_run_validate(broker: EmbeddedBroker, tmp_path: Path) -> None:
     env = wp.input_env(broker, tmp_path, PARTITIONS, **SETTINGS)
     worker = wp.start_worker(env, tmp_path, "w")

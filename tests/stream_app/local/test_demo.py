@@ -180,6 +180,7 @@ def _cleanup(proc: subprocess.Popen[str], pids: list[int]) -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_demo_end_to_end_and_sigint() -> None:
     # No --duration (until Ctrl-C): the test interrupts the demo after three releases,
     # whenever they come (a fixed duration raced against a slow start-up). --quiet: the terse

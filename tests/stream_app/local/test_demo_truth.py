@@ -170,6 +170,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_demo_exact_sums_match_an_independent_replay(tmp_path: Path) -> None:
     plot = tmp_path / "demo.png"
     proc, out = _start_demo("--users", "50", "--rate", "200", "--release-period", "2",

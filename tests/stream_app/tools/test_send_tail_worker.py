@@ -58,6 +58,7 @@ def _check_topic(bootstrap: str, topic: str, got: dict[str, Any]) -> None:
     assert got["topics"][topic] == {"partitions": PARTS, "acknowledged": _acked(records)}
 
 
+@pytest.mark.slow
 def test_send_feeds_a_worker_and_tail_reads_its_releases(broker: EmbeddedBroker,
                                                          tmp_path: Path) -> None:
     env = input_env(broker, tmp_path, partitions=PARTS, **SETTINGS)
