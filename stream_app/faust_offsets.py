@@ -18,10 +18,15 @@ offset is a hole: the partition is sought back to the expected offset once, and 
 fresh fetch starts at the same record again is the hole real (a compacted or transactional
 topic) and acknowledged as Faust would.
 
-A safety net, ``stalled``: records the client consumed that never reached the loop at all
-(Faust's ``getmany`` discards a fetched batch when the flow stops or the generation changes)
-leave the client's fetch position past the expected offset while nothing is handed over; the
-loop seeks such a partition back. (Records wiped from a stream buffer *after* the hand-off are
+Records the client consumed that never reached the loop at all: Faust's ``getmany`` throws
+away a fetched batch that comes back while the flow is stopped (a rebalance), the rest of a
+batch when the generation changes, and the records of a partition paused meanwhile, trusting a
+seek to the committed offsets to fetch them again. No such seek moves a partition without a
+committed offset (a changelog, an input topic whose offsets were never committed) or one sought
+before the batch came back (table recovery seeks its changelogs to 0 first): its position stays
+past records nobody saw (``dropped`` says where to fetch such a partition again). A safety net,
+``stalled``: a client fetch position past the expected offset while nothing is handed over;
+the loop seeks such a partition back. (Records wiped from a stream buffer *after* the hand-off are
 another matter: stream_app/faust_flow.py.)
 """
 
@@ -101,6 +106,17 @@ class ExpectedOffsets:
         self._next[tp] = offset + 1
         self._hole.pop(tp, None)
         return True
+
+    def dropped(self, tp: Hashable, first: int, epoch: int) -> int | None:
+        """Records from `first` on were consumed from the Kafka client but thrown away before
+        the loop saw them (Faust's ``getmany``). Where to fetch the partition again: the
+        expected offset when known (the loop's view of what was handed over), else `first`.
+        None when the partition was sought or revoked since the fetch returned (`epoch`, taken
+        then): that seek decides."""
+        if self._seeks.get(tp, 0) != epoch:
+            return None
+        want = self._next.get(tp)
+        return first if want is None else want
 
     def sought(self, tp: Hashable, offset: int | None) -> None:
         """A seek moved the partition's fetch position (None: to a position not known here)."""

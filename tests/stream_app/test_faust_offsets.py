@@ -104,3 +104,27 @@ def test_progress_or_a_caught_up_client_is_not_a_stall() -> None:
     assert offsets.stalled(TP, 2) is False
     unknown = ("reports", 3)
     assert offsets.stalled(unknown, 9) is False and offsets.stalled(unknown, 9) is False
+
+
+def test_records_dropped_before_the_loop_saw_them_are_fetched_from_the_expected_offset() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 0)  # table recovery seeks its changelog to 0
+    epoch = offsets.epoch(TP)  # a fetch begun before comes back with 0..8, thrown away
+    assert offsets.dropped(TP, 0, epoch) == 0
+    offsets.handed_over(TP, 0)
+    assert offsets.dropped(TP, 5, epoch) == 1  # 1..4 never reached the loop either
+
+
+def test_records_dropped_at_an_unknown_position_are_fetched_from_the_first_of_them() -> None:
+    offsets = ExpectedOffsets()
+    assert offsets.dropped(TP, 3, offsets.epoch(TP)) == 3
+
+
+def test_a_seek_or_revoke_after_the_fetch_decides_over_dropped_records() -> None:
+    offsets = ExpectedOffsets()
+    epoch = offsets.epoch(TP)
+    offsets.sought(TP, 2)
+    assert offsets.dropped(TP, 5, epoch) is None
+    epoch = offsets.epoch(TP)
+    offsets.forget(TP)
+    assert offsets.dropped(TP, 5, epoch) is None
