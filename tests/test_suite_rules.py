@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,45 @@ def test_the_rule_sees_a_module_fixture_without_a_group() -> None:
     assert wide_fixtures(bad) == ["f"] and not declares_xdist_group(bad)
     assert wide_fixtures(good) == ["f"] and declares_xdist_group(good)
     assert wide_fixtures(plain) == []
+
+
+GROUPED_SUITE = '''
+import os
+from pathlib import Path
+
+import pytest
+
+OUT = Path(__file__).parent / "workers"
+
+
+def _record(name):
+    OUT.mkdir(exist_ok=True)
+    (OUT / name).write_text(os.environ["PYTEST_XDIST_WORKER"])
+
+
+@pytest.mark.xdist_group("g")
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(i):
+    _record(f"grouped{i}")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    _record(f"free{i}")
+'''
+
+
+def test_xdist_keeps_a_group_on_one_process(tmp_path: Path) -> None:
+    """The grouping above is only as good as pytest-xdist's loadgroup on the pytest installed
+    (pytest 9.2 silently ignores the group suffix xdist 3.8 adds: every group was split)."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED_SUITE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup",
+         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workers = {p.name: p.read_text() for p in (tmp_path / "workers").iterdir()}
+    assert len(workers) == 12
+    assert len({w for name, w in workers.items() if name.startswith("grouped")}) == 1, workers
+    assert {w for name, w in workers.items() if name.startswith("free")} <= {"gw0", "gw1"}
