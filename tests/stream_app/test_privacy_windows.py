@@ -54,24 +54,32 @@ def test_five_releases_in_every_window_across_a_sigkill(broker: EmbeddedBroker,
         wait_until(lambda: len(_releases(broker.bootstrap)) >= 1, 90, "a first release")
         first_full = _window_start_after(time.time())
         whole = [int(first_full / WINDOW) + k for k in range(3)]
-        killed_window = whole[-1] + 1
-
-        def first_release_of_killed_window() -> bool:
-            return any(r["window"] == killed_window for r in _releases(broker.bootstrap))
-
         # three whole windows, then a SIGKILL right after the 4th window's first release: the
-        # restarted worker has the rest of that window to publish (and must stop at 5)
-        wait_until(first_release_of_killed_window, 5 * WINDOW + 60,
-                   f"the first release of window {killed_window}")
-        worker.stop(signal.SIGKILL)
-        worker = start_worker(env, tmp_path, "w2")
-        end = (killed_window + 1) * WINDOW
-        wait_until(lambda: time.time() >= end + 2, 2 * WINDOW + 60, "the end of the window")
+        # restarted worker has the rest of that window to publish (and must stop at 5). A restart
+        # slower than the rest of the window (seen under a load of 9 on 2 cores) publishes
+        # nothing there: then the next window is the scenario, killed the same way (3 tries).
+        for attempt in range(3):
+            killed_window = whole[-1] + 1 + attempt
+
+            def first_release_of_killed_window(window: int = killed_window) -> bool:
+                return any(r["window"] == window for r in _releases(broker.bootstrap))
+
+            wait_until(first_release_of_killed_window, 5 * WINDOW + 60,
+                       f"the first release of window {killed_window}")
+            worker.stop(signal.SIGKILL)
+            worker = start_worker(env, tmp_path, f"w{attempt + 2}")
+            end = (killed_window + 1) * WINDOW
+            wait_until(lambda end=end: time.time() >= end + 2, 2 * WINDOW + 60,
+                       "the end of the window")
+            published = [r for r in _releases(broker.bootstrap) if r["window"] == killed_window]
+            if len(published) >= 2:
+                break
     finally:
         worker.stop()
     records = _releases(broker.bootstrap)
     per_window = Counter(r["window"] for r in records)
     assert [per_window[w] for w in whole] == [5, 5, 5], (per_window, whole)
+    assert max(per_window.values()) <= 5, per_window  # every window, restarts included
     for r in records:
         assert r["window"] == math.floor(r["ts"] / WINDOW)
         assert r["charge"] == 1.0
