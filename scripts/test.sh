@@ -42,7 +42,7 @@ step "mypy ${MYPY_TARGETS[*]}"
 
 # Most of the suite waits on brokers, workers and release clocks, not on the CPU: more processes
 # than cores, measured (tests/README.md has the figures).
-WORKERS=${PUFFERFISH_TEST_WORKERS:-4}
+WORKERS=${PUFFERFISH_TEST_WORKERS:-6}
 step "python -m pytest -q -n $WORKERS --dist loadgroup $*"
 set +e
 "$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup "$@" </dev/null

@@ -81,7 +81,7 @@ def test_test_sh_runs_ruff_mypy_pytest_in_order(tmp_path: Path) -> None:
     result = _run_test_sh(repo)
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (repo / "calls.log").read_text().splitlines()
-    assert calls[-3:] == ["ruff check .", "mypy core", "python -m pytest -q -n 4 --dist loadgroup"]
+    assert calls[-3:] == ["ruff check .", "mypy core", "python -m pytest -q -n 6 --dist loadgroup"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
 
 
