@@ -9,9 +9,7 @@ writes under --data-dir and reads it back when started again on the same directo
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +17,7 @@ from types import TracebackType
 from typing import IO
 
 from stream_app.local.broker import HOST, free_port, port_free, wait_ready
+from stream_app.local.worker_process import stop_process_group
 from tests.waiting import wait_for
 
 
@@ -73,16 +72,7 @@ class NoidaBroker:
     def stop(self, grace: float = 15.0) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop_process_group(proc, grace)
         if self._log is not None:
             self._log.close()
             self._log = None
