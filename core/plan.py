@@ -237,3 +237,19 @@ def budget_schedule(
         releases += 1
         last = tick * release_period
     return Schedule(releases, rounds, last, exhausted_by_cap=accountant.can_spend(release_charge))
+
+
+def radius_failure_bound(groups: int, rounds: int, beta: float) -> float:
+    """Union bound on the probability that any learned radius misses its true law:
+    min(1, groups * rounds * beta) (docs/privacy.md, "Robust calibration over an L1 ball").
+
+    ``groups`` configured groups each publish one radius per learning round, each of which fails
+    with probability <= ``beta`` (core.robust.radius); ``rounds`` is the number of learning
+    rounds whose radii the horizon relies on. No rounds (declared priors): 0.
+    """
+    for name, n in (("groups", groups), ("learning_rounds", rounds)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise PufferfishInputError(name, f"must be an integer >= 0, got {n!r}")
+    if rounds == 0 or groups == 0:
+        return 0.0
+    return min(1.0, groups * rounds * _validate.confidence_beta(beta))

@@ -4,6 +4,15 @@ The same code path as the worker (stream_app.priors.checked_start, core.plan): t
 group and pair, the binding pair, the charge per release, the noise standard deviation, and how
 long the budget lasts on the public clock. With learned priors theta follows the published
 learning rounds; the figures are for the round-0 laws (declared, else uniform).
+
+Failure probability (``failure_probability``, ``failure_bound``): with learned priors each
+configured group publishes one radius per learning round, each missing its true law with
+probability <= beta = ``prior_confidence_beta`` (core.robust.radius); the guarantee holds except
+with probability <= groups * learning_rounds * beta (core.plan.radius_failure_bound, union bound).
+Horizon: without privacy windows, until the budget is exhausted (nothing is published after);
+with windows, one window: the rounds the plan counts in it plus the round in force when it opens
+(learned in an earlier window). Declared priors: 0. The releases topic does not carry it: the
+plan's formula and its public inputs do (docs/privacy.md, "Learned priors").
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from core.errors import PufferfishInputError
-from core.plan import budget_schedule
+from core.plan import Schedule, budget_schedule, radius_failure_bound
 from core.robust import noise_l1_tail
 from stream_app.config import load_settings
 from stream_app.priors import checked_start, learner_for, plan_for
@@ -83,7 +92,44 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "groups_plain": {g: {k.value: t for k, t in row.items()}
                          for g, row in plain.groups.items()},
         "radii": dict(priors.radii),
+        **_failure(s, len(plan.groups), schedule.learning_rounds if learner else None, ticks,
+                   schedule),
     }
+
+
+def _failure(s: Settings, groups: int, rounds: int | None, ticks: int | None,
+             schedule: Schedule) -> dict[str, Any]:
+    """failure_probability, its inputs and the guarantee sentence (module docstring)."""
+    windowed = ticks is not None
+    if rounds is None:  # declared priors: no radius is learned, nothing can miss
+        used, beta = 0, None
+    else:
+        used, beta = rounds + (1 if windowed else 0), s.prior_confidence_beta
+    p = 0.0 if beta is None else radius_failure_bound(groups, used, beta)
+    bound = {
+        "groups": groups,
+        "learning_rounds": used,
+        "learning_rounds_in_horizon": 0 if rounds is None else rounds,
+        "carried_in_rounds": used - (0 if rounds is None else rounds),
+        "beta_per_round": beta,
+        "horizon": "window" if windowed else "until_exhausted",
+        # until_exhausted: the time of the last release (schedule_capped: the replay's cap)
+        "horizon_seconds": s.budget_window_seconds if windowed else schedule.seconds,
+        "formula": "min(1, groups * learning_rounds * beta_per_round); 0 for declared priors",
+    }
+    total = f"budget_total = {s.budget_total:g}"
+    tail = ("" if beta is None else
+            f", except with probability <= {p:.3g} = {groups} groups x {used} learning rounds x "
+            f"beta {beta:g} (a learned radius misses its true law)")
+    if windowed:
+        text = (f"each privacy window of {s.budget_window_seconds:g} s: its outputs are "
+                f"({total})-pufferfish private for every configured pair conditionally on the "
+                "outputs of earlier windows (their laws, radii and theta carry into the window)"
+                f"{tail}; over k windows the loss is at most k x budget_total")
+    else:
+        text = (f"total loss <= {total} for every configured pair over everything the "
+                f"deployment publishes{tail}")
+    return {"failure_probability": p, "failure_bound": bound, "guarantee": text}
 
 
 def _text(summary: dict[str, Any]) -> str:
@@ -118,6 +164,15 @@ def _text(summary: dict[str, Any]) -> str:
             lines.append("warning: the budget runs out before the window ends: no release "
                          "for the rest of each window (raise budget_total, lower epsilon, "
                          "or shorten the window)")
+    bound = summary["failure_bound"]
+    lines.append(
+        f"failure probability {summary['failure_probability']:.3g} "
+        + ("(declared priors: no learned radius)" if bound["beta_per_round"] is None else
+           f"= {bound['groups']} groups x {bound['learning_rounds']} learning rounds x beta "
+           f"{bound['beta_per_round']:g}, "
+           + ("per privacy window (the rounds in it + 1 carried in)"
+              if bound["horizon"] == "window" else "until the budget is exhausted")))
+    lines.append(f"guarantee: {summary['guarantee']}")
     if learning is not None:
         lines.append("learned priors: theta follows the published rounds (laws and radii); these "
                      "figures are for the starting laws (radius 2 without a declared law); a "

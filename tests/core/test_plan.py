@@ -25,6 +25,7 @@ from core.plan import (
     Schedule,
     budget_schedule,
     learning_due,
+    radius_failure_bound,
     release_plan,
     rounds_due,
 )
@@ -509,3 +510,31 @@ def test_schedule_cap() -> None:
 
 def test_infinite_charge_never_releases() -> None:
     assert budget_schedule(100.0, math.inf, 10.0) == Schedule(0, 0, 0.0, False)
+
+
+# ---- radius_failure_bound: the union bound G x R x beta (docs/privacy.md) --------------------
+@pytest.mark.parametrize(("groups", "rounds", "beta", "expected"), [
+    (1, 16, 1e-6, 1.6e-5),
+    (3, 32, 2e-5, 1.92e-3),
+    (8, 0, 1e-6, 0.0),  # no learning round: nothing can miss
+    (0, 5, 1e-6, 0.0),
+    (4, 10, 0.05, 1.0),  # 2 > 1: capped
+])
+def test_radius_failure_bound_hand_values(groups: int, rounds: int, beta: float,
+                                          expected: float) -> None:
+    assert radius_failure_bound(groups, rounds, beta) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("groups", "rounds", "beta", "field"), [
+    (-1, 3, 1e-6, "groups"),
+    (2, -3, 1e-6, "learning_rounds"),
+    (2, 1.5, 1e-6, "learning_rounds"),
+    (True, 3, 1e-6, "groups"),
+    (2, 3, 0.0, "prior_confidence_beta"),
+    (2, 3, 1.0, "prior_confidence_beta"),
+])
+def test_radius_failure_bound_bad_input(groups: object, rounds: object, beta: float,
+                                        field: str) -> None:
+    with pytest.raises(PufferfishInputError) as info:
+        radius_failure_bound(groups, rounds, beta)  # type: ignore[arg-type]
+    assert info.value.field == field

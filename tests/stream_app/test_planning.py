@@ -41,7 +41,10 @@ JSON_KEYS = {
     "charge_per_release", "noise_sd", "budget_total", "release_period_seconds",
     "releases_until_exhausted", "seconds_until_exhausted", "schedule_capped", "prior_source",
     "learning", "default_group", "groups", "theta_plain", "groups_plain", "radii", "window",
+    "failure_probability", "failure_bound", "guarantee",
 }
+FAILURE_KEYS = {"groups", "learning_rounds", "learning_rounds_in_horizon", "carried_in_rounds",
+                "beta_per_round", "horizon", "horizon_seconds", "formula"}
 
 
 pytestmark = [pytest.mark.usefixtures("clean_env"), pytest.mark.slow,
@@ -214,6 +217,70 @@ def test_learn_period_not_a_multiple_of_release_period() -> None:
     assert got["seconds_until_exhausted"] == 80.0
 
 
+# ---- failure probability of learned priors: groups x learning rounds x beta (union bound) ----
+def test_failure_learned_no_window_is_g_r_beta_until_exhausted() -> None:
+    # three learned groups, uniform starts on {0, 1, 2, 3}, value_presence bound: theta 3 / 0.5,
+    # charge 0.5; learning 0.1 every 60 s, release every 10 s: 193 releases, 32 rounds (hand
+    # count in test_learned_bound_schedule_replayed_by_hand, same clock and charges)
+    beta = 2e-5
+    s = _settings(domain=[0, 1, 2, 3], pairs=["value_presence"], rule="bound", epsilon=0.5,
+                 epsilon_learn=0.1, learn_period_seconds=60, release_period_seconds=10,
+                 groups=["a", "b", "c"], default_group="a", prior_confidence_beta=beta)
+    got = plan_summary(s)
+    assert set(got) == JSON_KEYS
+    releases, rounds, seconds = _replay("100", 0.5, 10.0, 0.1, 60.0)
+    assert (releases, rounds) == (193, 32)
+    expected = 3 * 32 * beta
+    assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
+    bound = got["failure_bound"]
+    assert set(bound) == FAILURE_KEYS
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 32, beta)
+    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"]) == (32, 0)
+    assert bound["horizon"] == "until_exhausted" and bound["horizon_seconds"] == seconds
+    assert "total loss <= budget_total = 100" in got["guarantee"]
+    assert f"{expected:.3g}" in got["guarantee"] and "3 groups x 32 learning rounds" in (
+        got["guarantee"])
+
+
+def test_failure_learned_with_windows_is_per_window_plus_the_round_carried_in() -> None:
+    # window 120 s = 12 ticks of 10 s; rounds due at ticks 6 and 12 (60 s, 120 s); charges
+    # 12 x 1 + 2 x 0.1 = 12.2 <= 100: 2 rounds in the window, plus the round in force when the
+    # window opens (learned in an earlier window): 3 rounds' radii per window
+    beta = 1e-4
+    s = _settings(groups=["a", "b", "c"], default_group="a", budget_window_seconds=120,
+                  prior_confidence_beta=beta)
+    got = plan_summary(s)
+    assert got["window"]["learning_rounds_per_window"] == 2
+    expected = 3 * (2 + 1) * beta
+    assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
+    bound = got["failure_bound"]
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 3, beta)
+    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"]) == (2, 1)
+    assert bound["horizon"] == "window" and bound["horizon_seconds"] == 120.0
+    assert "conditionally on the outputs of earlier windows" in got["guarantee"]
+    assert "k x budget_total" in got["guarantee"]
+
+
+def test_failure_probability_is_capped_at_one() -> None:
+    got = plan_summary(_settings(prior_confidence_beta=0.5))  # 1 group x 16 rounds x 0.5 = 8
+    assert got["failure_bound"]["learning_rounds"] == 16
+    assert got["failure_probability"] == 1.0
+
+
+def test_failure_declared_is_zero(tmp_path: Path) -> None:
+    priors = tmp_path / "p.json"
+    priors.write_text(json.dumps(ISSUE10))
+    s = _settings(prior_source="declared", priors_file=str(priors), domain=list(range(9)),
+                  budget_window_seconds=600)
+    got = plan_summary(s)
+    assert got["learning"] is None and got["failure_probability"] == 0.0
+    bound = got["failure_bound"]
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 0, None)
+    assert bound["carried_in_rounds"] == 0 and bound["horizon"] == "window"
+    assert "except with probability" not in got["guarantee"]
+    assert "conditionally on the outputs of earlier windows" in got["guarantee"]
+
+
 def test_budget_smaller_than_one_charge() -> None:
     s = _settings(domain=[0, 2], pairs=["value_presence"], rule="bound", epsilon=1.0,
                  budget_total=0.5)
@@ -329,6 +396,10 @@ def test_cli_issue10_json(cli: dict[str, Outcome]) -> None:
     assert got["seconds_until_exhausted"] == got["releases_until_exhausted"] * 10
     assert got["noise_sd"] == pytest.approx(math.sqrt(2) * theta, rel=1e-3)
     assert got["learning"] is None
+    assert got["failure_probability"] == 0.0  # declared priors: no learned radius
+    assert got["failure_bound"]["groups"] == 3 and got["failure_bound"]["learning_rounds"] == 0
+    assert got["failure_bound"]["beta_per_round"] is None
+    assert got["guarantee"].startswith("total loss <= budget_total = 100")
     assert {g: set(r) for g, r in got["groups"].items()} == {
         g: {"distribution_presence", "distribution_change"} for g in ("g1", "g2", "g3")
     }
@@ -360,7 +431,15 @@ def test_cli_learned_defaults(cli: dict[str, Outcome]) -> None:
     assert got["theta_plain"] == pytest.approx(1.0, rel=1e-9)  # kantorovich: spread 1 / eps
     assert got["learning"]["rounds_until_exhausted"] == 16
     assert got["releases_until_exhausted"] == 98
+    # defaults: 1 group, 16 rounds until exhausted, prior_confidence_beta 1e-6
+    assert got["failure_probability"] == pytest.approx(1 * 16 * 1e-6, rel=1e-12)
+    assert (got["failure_bound"]["groups"], got["failure_bound"]["learning_rounds"],
+            got["failure_bound"]["beta_per_round"]) == (1, 16, 1e-6)
     text = cli["defaults-text"].stdout
+    assert re.search(r"^failure probability 1\.6e-05 = 1 groups x 16 learning rounds x beta "
+                     r"1e-06, until the budget is exhausted$", text, re.M), text
+    assert re.search(r"^guarantee: total loss <= budget_total = 100 .*except with probability "
+                     r"<= 1\.6e-05", text, re.M), text
     assert cli["defaults-text"].code == 0
     assert "theta" in text and "charge per release" in text and "learning rounds" in text
 
