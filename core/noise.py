@@ -28,9 +28,12 @@ Remaining limits, stated plainly:
   theta/g is limited to 2**MAX_SCALE_LOG2 so a huge theta cannot stall the service.
 * Exactness of the input: the caller must pass the true sum. Sums of doubles that are
   multiples of g are exact while |sum| < 2**(53 + grid_log2) (8.8e12 for grid_log2 = -10);
-  beyond that the stream must sum exactly (ints/Fractions) before calling this module.
-* Output rounding: ``float(x + g*Z)`` is exact while |x + g*Z| < 2**(53 + grid_log2); past it
+  beyond that the stream must sum exactly (ints) and call ``discrete_laplace_units``, which
+  takes and returns integer grid units and never goes through a float.
+* Output rounding: ``float(x + g*Z)`` is exact while |x + g*Z| <= 2**(53 + grid_log2); past it
   the rounding (or ±inf on overflow) is post-processing and costs no privacy.
+  ``exact_float`` gives the float only when it is exact (None otherwise), for callers that
+  must never publish a rounded value.
 * theta == 0 returns the value unchanged; the caller may only do that when the calibrated
   theta is 0 (every configured pair needs no noise, see ERRATA 12).
 """
@@ -48,6 +51,8 @@ from core.errors import PufferfishInputError
 MIN_GRID_LOG2 = -60
 MAX_GRID_LOG2 = 60
 MAX_SCALE_LOG2 = 256
+# every integer of magnitude <= 2**53 is a double; 2**53 + 1 is the first one that is not
+MAX_EXACT_UNITS = 2**53
 
 
 def _bernoulli(p: Fraction) -> bool:
@@ -135,6 +140,46 @@ def _as_float(field: str, number: object) -> float:
     return as_float
 
 
+def _scale(theta: object, grid_log2: int) -> Fraction:
+    """theta / g as an exact positive Fraction (0 for theta 0), with the grid-safety checks."""
+    grid = _grid(grid_log2)
+    theta = _as_float("theta", theta)
+    if not math.isfinite(theta) or theta < 0:
+        raise PufferfishInputError("theta", f"must be finite and >= 0, got {theta}")
+    scale = Fraction(theta) / grid
+    if scale > Fraction(2) ** MAX_SCALE_LOG2:
+        raise PufferfishInputError(
+            "theta", f"theta / 2**{grid_log2} exceeds 2**{MAX_SCALE_LOG2}; use a coarser grid"
+        )
+    return scale
+
+
+def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> int:
+    """``units + Z`` in grid units, Z discrete Laplace with scale theta/g, g = 2**grid_log2.
+
+    The exact-input entry point: ``units`` is the true sum as an integer number of grid units
+    (any size; it never goes through a float), the result is an integer too. ``theta == 0``
+    returns ``units`` unchanged (only for a calibrated theta of 0).
+    """
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise PufferfishInputError("units", f"must be an int, got {type(units).__name__}")
+    scale = _scale(theta, grid_log2)
+    if scale == 0:
+        return units
+    return units + sample_discrete_laplace(scale)
+
+
+def exact_float(units: int, grid_log2: int) -> float | None:
+    """``units * 2**grid_log2`` as a float when |units| <= MAX_EXACT_UNITS (every such value is
+    exactly a double), else None: the caller refuses rather than publish a rounded value."""
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise PufferfishInputError("units", f"must be an int, got {type(units).__name__}")
+    grid = _grid(grid_log2)
+    if abs(units) > MAX_EXACT_UNITS:
+        return None
+    return float(units * grid)  # exact: 53 significant bits, exponent within [-60, 113]
+
+
 def secure_laplace_release(value: float, theta: float, grid_log2: int = -10) -> float:
     """Release value + g*Z, Z discrete Laplace with scale theta/g, g = 2**grid_log2.
 
@@ -143,20 +188,13 @@ def secure_laplace_release(value: float, theta: float, grid_log2: int = -10) -> 
     """
     grid = _grid(grid_log2)
     value = _as_float("value", value)
-    theta = _as_float("theta", theta)
-    if not math.isfinite(theta) or theta < 0:
-        raise PufferfishInputError("theta", f"must be finite and >= 0, got {theta}")
+    scale = _scale(theta, grid_log2)
     if not math.isfinite(value):
         raise PufferfishInputError("value", f"must be finite, got {value}")
     if not _on_grid(value, grid):
         raise PufferfishInputError("value", f"is not a multiple of the grid 2**{grid_log2}")
-    if theta == 0:
+    if scale == 0:
         return float(value)
-    scale = Fraction(theta) / grid
-    if scale > Fraction(2) ** MAX_SCALE_LOG2:
-        raise PufferfishInputError(
-            "theta", f"theta / 2**{grid_log2} exceeds 2**{MAX_SCALE_LOG2}; use a coarser grid"
-        )
     exact = Fraction(value) + grid * sample_discrete_laplace(scale)
     try:
         return float(exact)

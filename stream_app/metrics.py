@@ -30,6 +30,10 @@ REJECT_REASONS = (
     "wrong_partition",  # partition != murmur2(key) mod N: the producer's partitioner (design.md)
 )
 
+# a release drawn and charged but not published (its seq burned): the noisy sum is beyond what
+# the JSON float noisy_sum holds exactly (|noisy units| > 2**53)
+REFUSE_REASONS = ("sum_not_representable",)
+
 METRIC_NAMES = (
     "pufferfish_events_consumed_total",
     "pufferfish_events_rejected_total",
@@ -45,6 +49,7 @@ METRIC_NAMES = (
     "pufferfish_priors_seq",
     "pufferfish_budget_window_seconds_remaining",
     "pufferfish_release_charge",
+    "pufferfish_releases_refused_total",
 )
 
 
@@ -67,6 +72,7 @@ class Metrics:
     priors_seq: Gauge
     budget_window_seconds_remaining: Gauge
     release_charge: Gauge
+    releases_refused: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -125,11 +131,18 @@ class Metrics:
                 "Epsilon charged by the latest release (its published charge field)",
                 registry=reg,
             ),
+            releases_refused=Counter(
+                "pufferfish_releases_refused",
+                "Releases drawn and charged but not published (seq burned), by reason",
+                ["reason"], registry=reg,
+            ),
         )
         for kind in EVENT_KINDS:
             m.events_consumed.labels(kind=kind)
         for reason in REJECT_REASONS:
             m.events_rejected.labels(reason=reason)
+        for reason in REFUSE_REASONS:
+            m.releases_refused.labels(reason=reason)
         return m
 
     def serve(self, host: str = "127.0.0.1", port: int = 9102) -> None:

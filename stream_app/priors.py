@@ -30,7 +30,8 @@ def load_priors(path: Path) -> dict[str, Distribution]:
 
 
 def load_priors_and_radii(path: Path) -> tuple[dict[str, Distribution], dict[str, float]]:
-    """The laws of a priors file and their optional L1 ``radius`` (default 0: exact laws)."""
+    """The laws of a priors file and their optional L1 ``radius`` (default 0: exact laws;
+    clamped to [0, 2], 2 being the whole simplex)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except OSError as exc:
@@ -55,7 +56,9 @@ def load_priors_and_radii(path: Path) -> tuple[dict[str, Distribution], dict[str
         law = {k: v for k, v in spec.items() if k != "radius"}
         try:
             out[str(group)] = Distribution.model_validate(law)
-            radii[str(group)] = _validate.radius(spec.get("radius", 0.0), "radius")
+            # >= 2 is the whole simplex: clamped here, so no radius above 2 is ever kept or
+            # republished (a PriorsRecord carries radius <= 2)
+            radii[str(group)] = min(_validate.radius(spec.get("radius", 0.0), "radius"), WHOLE)
         except PufferfishInputError as exc:
             raise PufferfishInputError(f"priors_file.{group}.{exc.field}", exc.message) from None
     return out, radii

@@ -2,11 +2,13 @@
 
 Every charge is recorded in the local high-water file (stream_app.release.local_state) before
 anything is sent, so a crash at any point leaves a file that counts at least every record the
-journals can hold; a failed send burns its seq and keeps its charge.
+journals can hold; a failed send burns its seq and keeps its charge (the record may have
+reached the broker). A charge whose intent could not be written is undone: nothing was sent.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -33,6 +35,8 @@ class Ledger:
         self.last_priors_seq = 0
         self.exhausted = False
         self.window: int | None = None  # the privacy window of the accountant
+        # the books before the latest charge, until its intent is written (undone if it is not)
+        self._before: tuple[Accountant, int, int] | None = None
 
     def window_of(self, now: float) -> int | None:
         """floor(now / budget_window_seconds) on the public clock; None without windows."""
@@ -99,29 +103,46 @@ class Ledger:
         self.mark_exhausted(f"the next charge would be {charge:g}")
         return False
 
+    def next_round(self, charge: float) -> tuple[int, float]:
+        """The seq and epsilon_spent a learning round charging ``charge`` would publish, without
+        charging anything (its records are built and validated before the charge)."""
+        books = copy.deepcopy(self.accountant)
+        books.spend(charge)
+        return self.last_priors_seq + 1, books.spent
+
+    def _remember(self) -> None:
+        self._before = (copy.deepcopy(self.accountant), self.last_seq, self.last_priors_seq)
+
     def charge_release(self, charge: float) -> int:
         """Spend and burn the next release seq (a seq never carries two values)."""
+        self._remember()
         self.accountant.spend(charge)
         self.last_seq += 1
         return self.last_seq
 
     def charge_round(self, charge: float) -> int:
         """Spend and burn the next learning-round seq."""
+        self._remember()
         self.accountant.spend(charge)
         self.last_priors_seq += 1
         return self.last_priors_seq
 
     def intent(self, record: Release | None = None) -> bool:
-        """Write the local high-water file before anything is sent; False if it failed."""
+        """Write the local high-water file before anything is sent; False if it failed, and
+        then the latest charge is undone (nothing was sent: a failed tick charges nothing)."""
         last = record or (self._local.last_release if self._local else None)
-        self._local = LocalState(self.last_seq, self.accountant, last, self.last_priors_seq,
-                                 self.window)
+        state = LocalState(self.last_seq, self.accountant, last, self.last_priors_seq,
+                           self.window)
+        before, self._before = self._before, None
         try:
-            save_state(self.state_file, self._local)
+            save_state(self.state_file, state)
         except OSError as exc:
-            log.error("not sent: the local budget file could not be written (%s)",
-                      type(exc).__name__)
+            if before is not None:
+                self.accountant, self.last_seq, self.last_priors_seq = before
+            log.error("not sent: the local budget file could not be written (%s); nothing "
+                      "charged", type(exc).__name__)
             return False
+        self._local = state
         self.publish_metrics()
         return True
 

@@ -8,7 +8,15 @@ published laws (docs/privacy.md, "Public calibration").
 
 Durability: ``releases`` and ``priors`` (1 partition each, infinite retention) are journals and
 a local file in data_dir is a high-water mark, written as an *intent* before each send; a
-failed send burns its seq and keeps its charge, so no seq ever carries two values. Whenever
+failed send burns its seq and keeps its charge, so no seq ever carries two values. Nothing is
+charged before a tick's records are built and validated, nor when the intent cannot be written.
+
+Exactness: the sum goes to the sampler as an integer number of grid units
+(core.noise.discrete_laplace_units), never as a float. The noisy result is published only when
+the JSON float ``noisy_sum`` holds it exactly (|noisy units| <= 2**53); otherwise the release is
+refused, never rounded. That test reads only the noisy value (post-processing of a charged
+draw), so the drawn seq is burned and its charge kept, as for a failed send: a refusal decided
+on the exact sum would be a noiseless, uncharged function of the data. Whenever
 this worker becomes the owner of the partials partition it restores from all three
 (stream_app.release.restore).
 
@@ -27,8 +35,10 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from fractions import Fraction
 
+from pydantic import ValidationError
+
+from core.noise import discrete_laplace_units, exact_float
 from core.plan import ReleasePlan, rounds_due
 from core.robust import robust_round
 from stream_app.clients import aiokafka_kwargs
@@ -217,11 +227,14 @@ class Releaser:
         if not await self._ready_to_draw(charge):
             return None
         total_units, _, newest = combine(self._partials())
-        value = float(Fraction(total_units) * Fraction(2) ** s.grid_log2)
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
         self.ledger.roll(now)  # the record's window is the one of its ts (charge fits: fresh)
-        noisy = plan.draw(value)
+        noisy_units = discrete_laplace_units(total_units, plan.theta, plan.grid_log2)
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
+        noisy = exact_float(noisy_units, plan.grid_log2)
+        if noisy is None:
+            self._refuse(seq, "sum_not_representable")
+            return None
         record = Release(
             seq=seq, ts=now, noisy_sum=noisy, theta=plan.theta,
             epsilon=s.epsilon, epsilon_spent=books.spent,
@@ -243,6 +256,14 @@ class Releaser:
             self.metrics.release_lag_seconds.observe(max(record.ts - newest, 0.0))
         return record
 
+    def _refuse(self, seq: int, reason: str) -> None:
+        """Release ``seq`` is drawn and charged but not published: burn it, keep its charge."""
+        self.metrics.releases_refused.labels(reason=reason).inc()
+        if self.ledger.intent():
+            log.error("release seq %d not published: the noisy sum is beyond 2**53 grid units, "
+                      "which the JSON float noisy_sum cannot hold exactly; its seq and charge "
+                      "are kept (use a coarser grid_log2)", seq)
+
     async def _learn(self) -> list[PriorsRecord] | None:
         s, learner = self.settings, self.learner
         assert learner is not None
@@ -252,14 +273,22 @@ class Releaser:
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
         self.ledger.roll(now)  # the record's window is the one of its ts (charge fits: fresh)
         learned = robust_round(learner, sums, self.laws, self.radii, s.prior_confidence_beta)
-        seq = self.ledger.charge_round(learner.charge())
-        records = [
-            PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
-                         probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
-                         epsilon_spent=self.ledger.accountant.spent, radius=got.radius,
-                         status=got.status, window=self.ledger.window)
-            for group, got in sorted(learned.items())
-        ]
+        charge = learner.charge()
+        seq, spent = self.ledger.next_round(charge)
+        try:  # built and validated before the charge: a record that cannot exist costs nothing
+            records = [
+                PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
+                             probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
+                             epsilon_spent=spent, radius=got.radius, status=got.status,
+                             window=self.ledger.window)
+                for group, got in sorted(learned.items())
+            ]
+        except ValidationError as exc:
+            fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
+            log.error("learning round not published: invalid priors record (%s); nothing "
+                      "charged", ", ".join(fields))
+            return None
+        self.ledger.charge_round(charge)  # = seq, spent: nothing awaited since next_round
         if not self.ledger.intent():
             return None
         self._own.update((s.topic_priors, r.seq, r.ts) for r in records)

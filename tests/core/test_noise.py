@@ -16,7 +16,10 @@ from scipy import stats
 
 from core.errors import PufferfishInputError
 from core.noise import (
+    MAX_EXACT_UNITS,
     bernoulli_exp_neg,
+    discrete_laplace_units,
+    exact_float,
     grid_contains,
     sample_discrete_laplace,
     secure_laplace_release,
@@ -175,3 +178,45 @@ def test_grid_contains() -> None:
     assert grid_contains([np.float64(0.5), 3], -10)
     assert not grid_contains(["1.0"], -10)  # type: ignore[list-item]
     assert not grid_contains([True], -10)
+
+
+def test_units_entry_point_is_exact_past_two_to_the_53(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2**53 + 1 units is the first sum a float cannot hold: it reaches the noise as an int
+    import core.noise
+
+    units = 2**53 + 1
+    monkeypatch.setattr(core.noise, "sample_discrete_laplace", lambda scale: 0)
+    assert discrete_laplace_units(units, 1.0, -10) == units
+    monkeypatch.setattr(core.noise, "sample_discrete_laplace", lambda scale: -3)
+    assert discrete_laplace_units(10**30 + 1, 1.0, -10) == 10**30 - 2
+    assert discrete_laplace_units(units, 0.0, -10) == units  # theta 0: unchanged
+
+
+def test_units_entry_point_draws_from_the_same_sampler() -> None:
+    draws = [discrete_laplace_units(2**60 + 7, 0.5, -2) - (2**60 + 7) for _ in range(2000)]
+    assert all(isinstance(d, int) for d in draws)
+    assert 0 < draws.count(0) < 2000 and max(map(abs, draws)) < 200  # scale 2: mostly small
+
+
+@pytest.mark.parametrize(("units", "theta", "field"), [
+    (1.0, 1.0, "units"), (True, 1.0, "units"), ("1", 1.0, "units"),
+    (1, -1.0, "theta"), (1, math.inf, "theta"), (1, math.nan, "theta"),
+])
+def test_units_entry_point_rejects_bad_inputs(units: object, theta: float, field: str) -> None:
+    with pytest.raises(PufferfishInputError) as info:
+        discrete_laplace_units(units, theta, -10)  # type: ignore[arg-type]
+    assert info.value.field == field
+    with pytest.raises(PufferfishInputError):
+        discrete_laplace_units(1, 2.0**250, -10)  # theta / g beyond 2**MAX_SCALE_LOG2
+
+
+def test_exact_float_refuses_rather_than_rounds() -> None:
+    g = Fraction(2) ** -10
+    assert exact_float(MAX_EXACT_UNITS, -10) == float(MAX_EXACT_UNITS * g)
+    assert Fraction(exact_float(-MAX_EXACT_UNITS, -10)) == -MAX_EXACT_UNITS * g  # type: ignore[arg-type]
+    assert exact_float(MAX_EXACT_UNITS + 1, -10) is None  # float() would round it to 2**53
+    assert exact_float(-(MAX_EXACT_UNITS + 1), -10) is None
+    assert exact_float(10**400, 60) is None  # float() would overflow
+    assert exact_float(3, -60) == 3 * 2.0**-60
+    with pytest.raises(PufferfishInputError):
+        exact_float(1.0, -10)  # type: ignore[arg-type]

@@ -305,6 +305,11 @@ def test_a_declared_radius_is_read_and_checked(tmp_path: Path) -> None:
                                 "b": {"support": [0, 1], "probs": [0.1, 0.9]}}))
     laws, radii = load_priors_and_radii(path)
     assert radii == {"a": 0.25, "b": 0.0} and laws["a"].prob(1.0) == 0.5
+    # >= 2 is the whole simplex: a larger radius is clamped at load, so no PriorsRecord (radius
+    # <= 2) republishing it can fail after a learning round's charge
+    path.write_text(json.dumps({"a": {"support": [0, 1], "probs": [0.5, 0.5], "radius": 5},
+                                "b": {"support": [0, 1], "probs": [0.5, 0.5], "radius": 2.0}}))
+    assert load_priors_and_radii(path)[1] == {"a": 2.0, "b": 2.0}
     for bad in (-0.1, "x", float("nan")):
         path.write_text(json.dumps({"a": {"support": [0], "probs": [1], "radius": bad}})
                         .replace("NaN", "NaN"))

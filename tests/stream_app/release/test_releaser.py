@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,86 @@ async def _exhaustion(broker: EmbeddedBroker, data_dir: Path) -> None:
 
 def test_exhaustion_stops_releases_and_learning(broker: EmbeddedBroker, tmp_path: Path) -> None:
     asyncio.run(_exhaustion(broker, tmp_path / "data"))
+
+
+async def _unrepresentable(broker: EmbeddedBroker, data_dir: Path,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.noise
+
+    s = await settings(broker, data_dir, ("releases",), budget_total=10.0)
+    units = 2**53 + 1  # the first grid-unit count a float cannot hold: float() rounds it
+    seen: list[object] = []
+    noise = {"z": 0}
+
+    def sampler(scale: object) -> int:
+        seen.append(scale)
+        return noise["z"]
+
+    monkeypatch.setattr(core.noise, "sample_discrete_laplace", sampler)
+    async with running(s, {0: partial(0, units - 1), 1: partial(1, 1)}) as r:
+        # noisy units 2**53 + 1: refused, never rounded; drawn and charged, so its seq is burned
+        assert await r.release_once() is None and len(seen) == 1
+        assert r.ledger.last_seq == 1 and r.ledger.accountant.spent == 1.0
+        refused = r.metrics.releases_refused.labels(reason="sum_not_representable")
+        assert refused._value.get() == 1 and r.metrics.releases._value.get() == 0
+        # noisy units 2**53: published exactly (the input was the exact int, not 2**53 rounded)
+        noise["z"] = -1
+        got = await r.release_once()
+        assert got is not None and got.seq == 2 and got.epsilon_spent == 2.0
+        assert Fraction(got.noisy_sum) == Fraction(units - 1, 4)  # grid 2**-2
+    journal = await read_journal(s, s.topic_releases, Release)
+    assert [(x.seq, Fraction(x.noisy_sum)) for x in journal] == [(2, Fraction(units - 1, 4))]
+
+
+def test_a_sum_past_two_to_the_53_units_is_exact_or_refused(
+    broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(_unrepresentable(broker, tmp_path / "data", monkeypatch))
+
+
+async def _failed_round(broker: EmbeddedBroker, data_dir: Path,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import stream_app.release.ledger as ledger_module
+
+    s = await settings(broker, data_dir, ("releases", "priors"), groups=["a"],
+                       default_group="a", epsilon_learn=0.5, budget_total=10.0,
+                       learn_min_mass=1e9)
+    # a radius above 2 (as priors_file kept it before the clamp): a low_mass round republishes
+    # it, and PriorsRecord (radius <= 2) refuses it -- before the charge, so nothing is charged
+    wide = PublicPriors(laws={"a": Distribution.from_points([0, 1, 2], [1 / 3] * 3)},
+                        default_group="a", radii={"a": 3.0})
+    parts = {0: partial(0, 4, {"a": [0, 4, 0]})}
+    async with running(s, parts, priors=wide) as r:
+        for _ in range(2):  # the retried round fails the same way: still nothing charged
+            assert await r.learn_once() is None
+            assert r.ledger.accountant.spent == 0.0 and r.ledger.last_priors_seq == 0
+        assert r.metrics.learning_rounds._value.get() == 0
+    assert await read_journal(s, s.topic_priors, PriorsRecord) == []
+
+    # the local budget file cannot be written: nothing is sent, and the charge is undone
+    real = ledger_module.save_state
+    broken = {"yes": True}
+
+    def save(path: Path, state: object) -> None:
+        if broken["yes"]:
+            raise OSError("disk full")
+        real(path, state)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger_module, "save_state", save)
+    async with running(s, parts) as r:
+        assert await r.learn_once() is None and await r.release_once() is None
+        assert r.ledger.accountant.spent == 0.0
+        assert (r.ledger.last_seq, r.ledger.last_priors_seq) == (0, 0)
+        broken["yes"] = False  # the retried tick charges once
+        records = await r.learn_once()
+        assert records is not None and [x.seq for x in records] == [1]
+        assert r.ledger.accountant.spent == 0.5 == records[0].epsilon_spent
+        assert records[0].radius <= 2.0
+    assert [x.epsilon_spent for x in await read_journal(s, s.topic_priors, PriorsRecord)] == [0.5]
+    assert await read_journal(s, s.topic_releases, Release) == []
+
+
+def test_a_round_that_cannot_be_published_charges_nothing(
+    broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(_failed_round(broker, tmp_path / "data", monkeypatch))
