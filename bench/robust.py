@@ -33,7 +33,7 @@ from core.auditor import audit
 from core.distribution import Distribution, point_zero
 from core.plan import release_plan
 from core.policy import PairKind, Rule
-from core.robust import WHOLE, radius, robust_exact
+from core.robust import WHOLE, radius, reach_spread, robust_exact, worst_case_theta
 
 NAME = "robust"
 SIZES = (1e2, 1e3, 1e4, 1e5)
@@ -215,6 +215,33 @@ def pair_row(pr: Pair, eps: float, el: float) -> tuple[tuple[object, ...], Summa
     return tuple(cells), Summary(pr.case, eps, el, plain, at10, at2, limit, small, floored_limit)
 
 
+def kantorovich_row(case: Case, el: float) -> tuple[tuple[object, ...], float]:
+    """Rule kantorovich at eps = 1 (every theta is a spread / eps, so the ratio does not depend
+    on eps): plain theta (radius 0) and robust theta per n from ``core.plan.release_plan``, with
+    the ratio; the span of the reachable points / plain (the robust theta before issue 25) and
+    the reachable W_inf spread / plain (the smallest theta charging exactly eps, issue 25).
+    Returns the row and the largest charge / eps of the robust plans (1 when sound and tight)."""
+    laws = {"g": case.dist} if case.other is None else {"g": case.dist, "h": case.other}
+    other = point_zero() if case.other is None else case.other
+    plain = release_plan(laws, [case.kind], Rule.KANTOROVICH, 1.0, GRID_LOG2, None,
+                         case.domain).theta
+    cells: list[object] = [case.dataset, case.secret, el, plain]
+    worst_charge = 0.0
+    for n in SIZES:
+        r, void = robust_radius(n, len(case.domain), el)
+        plan = release_plan(laws, [case.kind], Rule.KANTOROVICH, 1.0, GRID_LOG2,
+                            dict.fromkeys(laws, r), case.domain)
+        worst_charge = max(worst_charge, plan.charge() / plan.epsilon)
+        r_other = 0.0 if case.other is None else r
+        span = worst_case_theta(case.dist, other, 1.0, r, r_other, case.domain)
+        reach = reach_spread(case.dist, other, r, r_other, case.domain)
+        cells.append(
+            f"{_common.fmt(plan.theta)} ({ratio(plan.theta, plain):.3f}{' void' if void else ''});"
+            f" span {ratio(span, plain):.3f}, reach {ratio(reach, plain):.3f}"
+        )
+    return tuple(cells), worst_charge
+
+
 def main(argv: list[str] | None = None) -> int:
     p = _common.parser(NAME, __doc__.splitlines()[0])
     args = p.parse_args(argv)
@@ -247,11 +274,21 @@ def main(argv: list[str] | None = None) -> int:
                 row, brief = pair_row(pr, eps, el)
                 rows.append(row)
                 summary.append(brief)
+    # 3. rule kantorovich: robust / plain, and the span vs the reachable spread (issue 25)
+    kant_rows: list[tuple[object, ...]] = []
+    kant_charge = 0.0
+    for pr in pairs:
+        for el in EPS_LEARN:
+            krow, got = kantorovich_row(pr.case, el)
+            kant_rows.append(krow)
+            kant_charge = max(kant_charge, got)
     checked = sum(pr.checked for pr in pairs)
     worst_audit = max(pr.worst_audit for pr in pairs)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
     verdict = "yes" if worst_audit <= 1.0 + 1e-9 else "NO"
+    kant_headers = ("data set", "secret", "eps_learn", "plain theta",
+                    *(f"n={n:.0e}: robust theta (ratio); span, reach" for n in SIZES))
 
     radius_headers = ("K", "laws", "eps_learn", "T (users)",
                       *(f"r at n={n:.0e}" for n in SIZES), "floor 2a(K-1)/K")
@@ -265,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     print(_common.text_table(headers, rows))
     print(f"release_plan == robust_exact in every cell; robust audit of {checked} thetas: "
           f"worst loss / eps = {worst_audit:.6f} (pass: {verdict}); {elapsed:.1f} s")
+    print("\nrule kantorovich, eps = 1: robust theta (robust / plain); span / plain and "
+          "reachable spread / plain")
+    print(_common.text_table(kant_headers, kant_rows))
+    print(f"largest charge / eps of the robust kantorovich plans: {kant_charge:.6f}")
 
     body = (
         "**Method.** " + " ".join(__doc__.split("\n", 1)[1].split())
@@ -284,7 +325,15 @@ def main(argv: list[str] | None = None) -> int:
         + _common.markdown_table(radius_headers, radius_rows)
         + "\n\nRobust theta (robust / plain); rule exact:\n\n"
         + _common.markdown_table(headers, markdown(rows))
-        + "\n\n" + conclusion(summary) + "\n"
+        + "\n\n" + conclusion(summary)
+        + "\n\nRule kantorovich (eps = 1; every theta is a spread / eps, so the ratios do not "
+        "depend on eps). robust theta = `core.plan.release_plan` with the radius; 'span' = the "
+        "largest |x - x'| over the points the ball(s) reach / plain (`worst_case_theta`, the "
+        "robust kantorovich theta before issue 25), 'reach' = the largest W_inf (monotone plan) "
+        "spread over every law in the ball(s) / plain (`reach_spread`, the smallest theta whose "
+        "charge is exactly eps, issue 25). Largest charge / eps of the robust plans: "
+        f"{kant_charge:.6f}.\n\n"
+        + _common.markdown_table(kant_headers, markdown(kant_rows)) + "\n"
     )
     _common.report(args, NAME, "6. Robust priors: robust theta / plain theta vs group size",
                    _common.command_line(NAME, argv), body)

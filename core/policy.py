@@ -169,14 +169,29 @@ def _worst_case(
     """max |x - x'| / eps over the points the balls reach (Proposition 1 for any coupling).
 
     Value pairs: a ball of radius > 0 reaches every domain point, so this is Theorem 1 (2) on
-    the reachable points, tight. Theorem 3 (max|t|) and Kantorovich on (P, delta_0): the same
-    max over the reachable points, tight. Pairs of two balls under Theorem 4, Kantorovich or
-    the binary Lemmas: the span of the reachable points, a valid (conservative) bound.
+    the reachable points, tight. Theorem 3 (max|t|) on (P, delta_0): the same max over the
+    reachable points, tight. Pairs of two balls under Theorem 4 or the binary Lemmas: the span
+    of the reachable points, a valid (conservative) bound. Rule kantorovich does not come here
+    (``_robust_kantorovich``: the reachable spread, at most this span).
     """
     from core.robust import worst_case_theta
 
     theta = worst_case_theta(a, b, e, ra, rb, dom)
     return Calibration(theta, e, "", "", "worst case over the reachable points (issue 15)")
+
+
+def _robust_kantorovich(
+    a: Distribution, b: Distribution, e: float, ra: float, rb: float, dom: Sequence[float] | None
+) -> Calibration:
+    """Proposition 1 for every law in the balls: sup over A' in B(A, ra), B' in B(B, rb) of
+    the W_inf (monotone plan) spread, / eps (``core.robust.reach_spread``; docs/privacy.md,
+    "Robust Kantorovich theta"). The smallest theta whose charge max(eps, spread / theta) is
+    eps: the release plan charges with that same sup (issue 25; the span of the reachable
+    points, used before, is never smaller and charged the same eps with more noise)."""
+    from core.robust import reach_spread
+
+    theta = reach_spread(a, b, ra, rb, dom) / e
+    return Calibration(theta, e, "", "", "Proposition 1 over the L1 balls (issue 25)")
 
 
 def _robust_thm3_relaxed(
@@ -192,7 +207,7 @@ def _robust_thm3_relaxed(
 
 _ROBUST_DISTRIBUTION: dict[Rule, RobustCalibrator] = {
     Rule.EXACT: _robust_exact,
-    Rule.KANTOROVICH: _worst_case,
+    Rule.KANTOROVICH: _robust_kantorovich,
     Rule.BOUND: _worst_case,
     Rule.RELAXED: _worst_case,
     Rule.BINARY: _worst_case,
@@ -200,7 +215,7 @@ _ROBUST_DISTRIBUTION: dict[Rule, RobustCalibrator] = {
 
 ROBUST: dict[tuple[PairKind, Rule], RobustCalibrator] = {
     **{
-        (kind, how): _worst_case
+        (kind, how): _robust_kantorovich if how is Rule.KANTOROVICH else _worst_case
         for kind, how in TABLE
         if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE)
     },
@@ -212,7 +227,7 @@ ROBUST: dict[tuple[PairKind, Rule], RobustCalibrator] = {
     (PairKind.DISTRIBUTION_PRESENCE, Rule.RELAXED): _robust_thm3_relaxed,
 }
 _ROBUST_GENERIC: dict[Rule, RobustCalibrator] = {
-    Rule.EXACT: _robust_exact, Rule.KANTOROVICH: _worst_case
+    Rule.EXACT: _robust_exact, Rule.KANTOROVICH: _robust_kantorovich
 }
 
 
