@@ -101,16 +101,21 @@ def _failure(s: Settings, groups: int, rounds: int | None, ticks: int | None,
              schedule: Schedule) -> dict[str, Any]:
     """failure_probability, its inputs and the guarantee sentence (module docstring)."""
     windowed = ticks is not None
+    # Per window: the round in force when the window opens (learned earlier), and one more
+    # because the worker's learning clock starts at the worker's start, not at the window's
+    # (a window can hold one round more than the aligned count `rounds`).
+    carried, offset = (1, 1) if windowed and rounds is not None else (0, 0)
     if rounds is None:  # declared priors: no radius is learned, nothing can miss
         used, beta = 0, None
     else:
-        used, beta = rounds + (1 if windowed else 0), s.prior_confidence_beta
+        used, beta = rounds + carried + offset, s.prior_confidence_beta
     p = 0.0 if beta is None else radius_failure_bound(groups, used, beta)
     bound = {
         "groups": groups,
         "learning_rounds": used,
         "learning_rounds_in_horizon": 0 if rounds is None else rounds,
-        "carried_in_rounds": used - (0 if rounds is None else rounds),
+        "carried_in_rounds": carried,
+        "clock_offset_rounds": offset,
         "beta_per_round": beta,
         "horizon": "window" if windowed else "until_exhausted",
         # until_exhausted: the time of the last release (schedule_capped: the replay's cap)
@@ -170,7 +175,8 @@ def _text(summary: dict[str, Any]) -> str:
         + ("(declared priors: no learned radius)" if bound["beta_per_round"] is None else
            f"= {bound['groups']} groups x {bound['learning_rounds']} learning rounds x beta "
            f"{bound['beta_per_round']:g}, "
-           + ("per privacy window (the rounds in it + 1 carried in)"
+           + ("per privacy window (the rounds in it + 1 carried in + 1 for the learning "
+              "clock's offset)"
               if bound["horizon"] == "window" else "until the budget is exhausted")))
     lines.append(f"guarantee: {summary['guarantee']}")
     if learning is not None:

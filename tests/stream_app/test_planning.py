@@ -44,6 +44,7 @@ JSON_KEYS = {
     "failure_probability", "failure_bound", "guarantee",
 }
 FAILURE_KEYS = {"groups", "learning_rounds", "learning_rounds_in_horizon", "carried_in_rounds",
+                "clock_offset_rounds",
                 "beta_per_round", "horizon", "horizon_seconds", "formula"}
 
 
@@ -245,17 +246,21 @@ def test_failure_learned_no_window_is_g_r_beta_until_exhausted() -> None:
 def test_failure_learned_with_windows_is_per_window_plus_the_round_carried_in() -> None:
     # window 120 s = 12 ticks of 10 s; rounds due at ticks 6 and 12 (60 s, 120 s); charges
     # 12 x 1 + 2 x 0.1 = 12.2 <= 100: 2 rounds in the window, plus the round in force when the
-    # window opens (learned in an earlier window): 3 rounds' radii per window
+    # window opens (learned in an earlier window), plus one because the worker's learning clock
+    # starts with the worker, not with the window (the aligned count is not an upper bound: a
+    # learn period longer than the window counts 0 rounds, a misaligned window holds 1):
+    # 4 rounds' radii per window
     beta = 1e-4
     s = _settings(groups=["a", "b", "c"], default_group="a", budget_window_seconds=120,
                   prior_confidence_beta=beta)
     got = plan_summary(s)
     assert got["window"]["learning_rounds_per_window"] == 2
-    expected = 3 * (2 + 1) * beta
+    expected = 3 * (2 + 1 + 1) * beta
     assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
     bound = got["failure_bound"]
-    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 3, beta)
-    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"]) == (2, 1)
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 4, beta)
+    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"],
+            bound["clock_offset_rounds"]) == (2, 1, 1)
     assert bound["horizon"] == "window" and bound["horizon_seconds"] == 120.0
     assert "conditionally on the outputs of earlier windows" in got["guarantee"]
     assert "k x budget_total" in got["guarantee"]
@@ -276,7 +281,8 @@ def test_failure_declared_is_zero(tmp_path: Path) -> None:
     assert got["learning"] is None and got["failure_probability"] == 0.0
     bound = got["failure_bound"]
     assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 0, None)
-    assert bound["carried_in_rounds"] == 0 and bound["horizon"] == "window"
+    assert bound["carried_in_rounds"] == 0 and bound["clock_offset_rounds"] == 0
+    assert bound["horizon"] == "window"
     assert "except with probability" not in got["guarantee"]
     assert "conditionally on the outputs of earlier windows" in got["guarantee"]
 
