@@ -218,8 +218,8 @@ def pair_row(pr: Pair, eps: float, el: float) -> tuple[tuple[object, ...], Summa
 def kantorovich_row(case: Case, el: float) -> tuple[tuple[object, ...], float]:
     """Rule kantorovich at eps = 1 (every theta is a spread / eps, so the ratio does not depend
     on eps): plain theta (radius 0) and robust theta per n from ``core.plan.release_plan``, with
-    the ratio; the span of the reachable points / plain (the robust theta before issue 25) and
-    the reachable W_inf spread / plain (the smallest theta charging exactly eps, issue 25).
+    the ratio; the span of the reachable points / plain (the robust theta before this change) and
+    the reachable W_inf spread / plain (the smallest theta charging exactly eps).
     Returns the row and the largest charge / eps of the robust plans (1 when sound and tight)."""
     laws = {"g": case.dist} if case.other is None else {"g": case.dist, "h": case.other}
     other = point_zero() if case.other is None else case.other
@@ -274,14 +274,14 @@ def main(argv: list[str] | None = None) -> int:
                 row, brief = pair_row(pr, eps, el)
                 rows.append(row)
                 summary.append(brief)
-    # 3. rule kantorovich: robust / plain, and the span vs the reachable spread (issue 25)
+    # 3. rule kantorovich: robust / plain, and the span vs the reachable spread
     kant_rows: list[tuple[object, ...]] = []
     kant_charge = 0.0
     for pr in pairs:
         for el in EPS_LEARN:
-            krow, got = kantorovich_row(pr.case, el)
+            krow, charge_ratio = kantorovich_row(pr.case, el)
             kant_rows.append(krow)
-            kant_charge = max(kant_charge, got)
+            kant_charge = max(kant_charge, charge_ratio)
     checked = sum(pr.checked for pr in pairs)
     worst_audit = max(pr.worst_audit for pr in pairs)
     elapsed = time.perf_counter() - started
@@ -329,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         + "\n\nRule kantorovich (eps = 1; every theta is a spread / eps, so the ratios do not "
         "depend on eps). robust theta = `core.plan.release_plan` with the radius; 'span' = the "
         "largest |x - x'| over the points the ball(s) reach / plain (`worst_case_theta`, the "
-        "robust kantorovich theta before issue 25), 'reach' = the largest W_inf (monotone plan) "
+        "robust kantorovich theta before 2026-11-26), 'reach' = the largest W_inf (monotone plan) "
         "spread over every law in the ball(s) / plain (`reach_spread`, the smallest theta whose "
-        "charge is exactly eps, issue 25). Largest charge / eps of the robust plans: "
+        "charge is exactly eps). Largest charge / eps of the robust plans: "
         f"{kant_charge:.6f}.\n\n"
         + _common.markdown_table(kant_headers, markdown(kant_rows)) + "\n"
     )

@@ -186,12 +186,12 @@ def _robust_kantorovich(
     """Proposition 1 for every law in the balls: sup over A' in B(A, ra), B' in B(B, rb) of
     the W_inf (monotone plan) spread, / eps (``core.robust.reach_spread``; docs/privacy.md,
     "Robust Kantorovich theta"). The smallest theta whose charge max(eps, spread / theta) is
-    eps: the release plan charges with that same sup (issue 25; the span of the reachable
+    eps: the release plan charges with that same sup (the span of the reachable
     points, used before, is never smaller and charged the same eps with more noise)."""
     from core.robust import reach_spread
 
     theta = reach_spread(a, b, ra, rb, dom) / e
-    return Calibration(theta, e, "", "", "Proposition 1 over the L1 balls (issue 25)")
+    return Calibration(theta, e, "", "", "Proposition 1 over the L1 balls")
 
 
 def _robust_thm3_relaxed(
