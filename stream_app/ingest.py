@@ -13,12 +13,14 @@ computes privacy quantities (theta depends only on public laws, docs/privacy.md)
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
+from stream_app import hold
 from stream_app.contributions import Change, contributions, replace_all
-from stream_app.metrics import EVENT_KINDS, REJECT_REASONS, Metrics
+from stream_app.metrics import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS, Metrics
 from stream_app.models import (
     MembershipIn,
     Rejected,
@@ -36,13 +38,28 @@ from stream_app.state import (
     EventRules,
     PartitionAggregate,
     UserState,
-    apply_membership,
-    apply_report,
 )
 
 log = logging.getLogger(__name__)
 
-DeadLetters = list[tuple[str, bytes | None, str]]  # (source topic, raw bytes, reason)
+
+
+class Letter(NamedTuple):
+    """A dead letter's fields (stream_app.models.dead_letter adds the time)."""
+
+    topic: str  # the source topic
+    raw: bytes | None
+    reason: str
+    partition: int | None = None
+    offset: int | None = None
+    detail: str | None = None
+
+
+DeadLetters = list[Letter]
+
+# outcomes of a record that are neither accepted nor refused (not dead-lettered)
+HELD = "held"  # kept until its user joins (stream_app.hold)
+NOT_REFUSED = frozenset((HELD, *IGNORE_REASONS))
 
 
 Stored = bytes | str | dict[str, Any]  # a user's stored value (older versions: a dict)
@@ -57,6 +74,10 @@ class UserStore(Protocol):
     def save(self, user_id: str, value: bytes, event: Any) -> None: ...
 
     def aggregate(self, partition: int, event: Any) -> PartitionAggregate: ...
+
+    def held_total(self) -> int:
+        """Reports held by the users of the aggregates built so far (stream_app.hold)."""
+        ...
 
 
 class MemoryStore:
@@ -81,19 +102,24 @@ class MemoryStore:
             agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
         return agg
 
+    def held_total(self) -> int:
+        return sum(agg.held_count for agg in self.aggregates.values())
+
 
 class Message(NamedTuple):
     topic: str
     partition: int
     key: bytes | None
     value: bytes | None
+    offset: int | None = None
 
 
 class Record:
     """An input record outside Faust (tests, benchmarks): what ``handle_batch`` needs."""
 
-    def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes | None):
-        self.message = Message(topic, partition, key, value)
+    def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                 offset: int | None = None):
+        self.message = Message(topic, partition, key, value, offset)
 
 
 Item = ReportIn | MembershipIn
@@ -112,7 +138,7 @@ class _Touched:
     """One user's records in a batch: the stored value before it and the working draft."""
 
     __slots__ = ("stored", "old", "draft", "key", "partition", "moved", "steps", "accepted",
-                 "newest_ts")
+                 "newest_ts", "later")
 
     def __init__(
         self, stored: Stored | None, key: bytes, partition: int, written: Written | None
@@ -135,6 +161,18 @@ class _Touched:
         self.steps: list[int] = []  # positions in the batch (ints: nothing for the GC to track)
         self.accepted = 0
         self.newest_ts = 0.0
+        self.later: Later | None = None  # what applying held reports at a join gave
+
+
+class Later:
+    """Outcomes of held reports applied at a join (they belong to earlier batches' records)."""
+
+    __slots__ = ("applied", "late", "letters")
+
+    def __init__(self) -> None:
+        self.applied = 0
+        self.late = 0
+        self.letters: DeadLetters = []
 
 
 class Ingest:
@@ -143,24 +181,31 @@ class Ingest:
     ) -> None:
         self.settings = settings
         self.rules = rules
+        self.hold_rules = hold.HoldRules.of(settings)
         self.store = store
+        self.metrics = metrics
         self.partition_check = PartitionCheck(settings.input_partitions)
         self._consumed = {k: metrics.events_consumed.labels(kind=k) for k in EVENT_KINDS}
         self._rejected = {r: metrics.events_rejected.labels(reason=r) for r in REJECT_REASONS}
+        self._ignored = {r: metrics.events_ignored.labels(reason=r) for r in IGNORE_REASONS}
         # the users written by the last batch (at most one batch's worth of drafts in memory)
         self._written: dict[str, Written] = {}
+        self._held_total = 0  # held reports on this worker (at the batch's start, plus its own)
+        self._now = 0.0
 
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
-        """Apply a batch of events (objects with ``.message``); dead letters in record order."""
+        """Apply a batch of events (objects with ``.message``); dead letters in record order,
+        then those of held reports refused at their user's join."""
         reasons: list[str | None] = [None] * len(events)
         is_report: list[bool] = [False] * len(events)
         touched: dict[str, _Touched] = {}
         written, self._written = self._written, {}
+        self._held_total, self._now = self.store.held_total(), time.time()
         self._stage(events, touched, reasons, is_report, written)
         self._commit(touched, events, reasons)
-        rejected: Counter[str] = Counter()
+        outcomes: Counter[str] = Counter()
         letters: DeadLetters = []
-        if reasons.count(None) == len(reasons):  # nothing rejected (the common case)
+        if reasons.count(None) == len(reasons):  # nothing refused or held (the common case)
             reports = sum(is_report)
             memberships = len(reasons) - reports
         else:
@@ -171,16 +216,29 @@ class Ingest:
                         reports += 1
                     else:
                         memberships += 1
-                else:
-                    rejected[reason] += 1
+                    continue
+                outcomes[reason] += 1
+                if reason not in NOT_REFUSED:
                     msg = events[i].message
-                    letters.append((msg.topic, msg.value, reason))
+                    letters.append(tuple_new(Letter, (
+                        msg.topic, msg.value, reason, msg.partition,
+                        getattr(msg, "offset", None), self._details.get(i))))
+        for t in touched.values():
+            if t.later is not None:
+                reports += t.later.applied
+                outcomes["late_after_leave"] += t.later.late
+                letters.extend(t.later.letters)
+                outcomes.update(letter.reason for letter in t.later.letters)
         if reports:
             self._consumed["report"].inc(reports)
         if memberships:
             self._consumed["membership"].inc(memberships)
-        for reason, n in rejected.items():
-            self._rejected[reason].inc(n)
+        for reason, n in outcomes.items():
+            if reason in self._rejected:
+                self._rejected[reason].inc(n)
+            elif reason in self._ignored:
+                self._ignored[reason].inc(n)
+        self.metrics.reports_held.set(self.store.held_total())
         return letters
 
     def handle(
@@ -195,9 +253,10 @@ class Ingest:
         is_report: list[bool], written: dict[str, Written],
     ) -> None:
         """Classify each record and apply it to its user's draft; its reason or None."""
-        s, rules, load = self.settings, self.rules, self.store.load
+        s, load = self.settings, self.store.load
         reports_topic, max_bytes = s.topic_reports, s.max_payload_bytes
         check_partition = self.partition_check.check
+        self._details: dict[int, str] = {}
         for i, event in enumerate(events):
             msg = event.message
             try:
@@ -220,12 +279,13 @@ class Ingest:
                     elif partition != t.partition:
                         t.moved = True
                 t.steps.append(i)
-                if is_report[i]:
-                    t.draft.report(item, partition, rules)  # type: ignore[arg-type]
-                else:
-                    t.draft.membership(item, partition, rules)  # type: ignore[arg-type]
+                outcome = self._apply(t, user_id, item, is_report[i], partition,
+                                      getattr(msg, "offset", None))
             except Rejected as rej:
                 reasons[i] = rej.reason
+                detail = getattr(rej, "detail", None)
+                if detail:
+                    self._details[i] = detail
                 continue
             except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
                 # only the type: an exception message could quote the record
@@ -233,9 +293,67 @@ class Ingest:
                           type(exc).__name__)
                 reasons[i] = "invalid_schema"
                 continue
+            if outcome is not None:
+                reasons[i] = outcome
+                if outcome != HELD:
+                    continue
             t.accepted += 1
             if item.ts > t.newest_ts:
                 t.newest_ts = item.ts
+
+    def _apply(self, t: _Touched, user_id: str, item: Item, is_report: bool, partition: int,
+               offset: int | None) -> str | None:
+        """One record on the user's draft: None (applied), HELD, an ignore reason, or Rejected
+        (the draft unchanged)."""
+        draft, kind = t.draft, "r" if is_report else "m"
+        if draft.replayed(kind, partition, offset):
+            return "replayed"
+        outcome = None
+        if is_report:
+            try:
+                draft.report(item, partition, self.rules)  # type: ignore[arg-type]
+            except Rejected as rej:
+                if rej.reason != "not_present":
+                    raise
+                outcome = self._not_present(draft, item, partition, offset)  # type: ignore[arg-type]
+        else:
+            draft.membership(item, partition, self.rules)  # type: ignore[arg-type]
+            if draft.held and draft.present:
+                self._apply_held(t, user_id)
+        draft.note_offset(kind, partition, offset)
+        return outcome
+
+    def _not_present(self, draft: Draft, report: ReportIn, partition: int,
+                     offset: int | None) -> str:
+        """A report of a user who is not present: late, held, or refused (with the reason)."""
+        if draft.left_ts is not None and report.ts <= draft.left_ts:
+            return "late_after_leave"
+        why = hold.refusal(draft, self.hold_rules, self._held_total)
+        if why is not None:
+            raise _rejected("not_present", why)
+        hold.hold(draft, report, partition, offset, self._now)
+        self._held_total += 1
+        return HELD
+
+    def _apply_held(self, t: _Touched, user_id: str) -> None:
+        """At the user's join: its held reports, oldest first, as if they came after it."""
+        later = t.later = t.later or Later()
+        draft = t.draft
+        for report, h in hold.take_held(draft, user_id):
+            self._held_total -= 1
+            if draft.left_ts is not None and report.ts <= draft.left_ts:
+                later.late += 1
+                continue
+            try:
+                draft.report(report, h.partition, self.rules)
+            except Rejected as rej:
+                raw = hold.encode(report)
+                later.letters.append(Letter(self.settings.topic_reports, raw, rej.reason,
+                                            h.partition, h.offset, getattr(rej, "detail", None)))
+                continue
+            later.applied += 1
+            if report.ts > t.newest_ts:
+                t.newest_ts = report.ts
 
     def _commit(
         self, touched: dict[str, _Touched], events: Sequence[Any], reasons: list[str | None]
@@ -244,7 +362,7 @@ class Ingest:
         the aggregates get the batch's changes per partition at the end."""
         plain = []
         for user_id, t in touched.items():
-            if not t.accepted:
+            if not t.accepted and t.later is None:
                 continue
             if t.moved:
                 self._replay(user_id, t, events, reasons)
@@ -263,6 +381,7 @@ class Ingest:
             value = t.draft.to_bytes()
             self.store.save(user_id, value, last)
             agg.note_event(t.newest_ts)
+            agg.note_held(user_id, len(t.draft.held))
             self._written[user_id] = tuple_new(Written, (value, t.draft, new))
         for agg, pending in changes.values():
             replace_all(agg, pending)
@@ -272,24 +391,61 @@ class Ingest:
     ) -> None:
         """Record by record, each on its own partition's aggregate (a key moved partitions)."""
         s = self.settings
-        state = UserState.from_stored(t.stored) if t.stored is not None else None
+        t.draft = Draft.decode(t.stored, t.partition) if t.stored is not None \
+            else Draft(t.partition)
+        t.later = None
         for index in t.steps:
             event = events[index]
             msg = event.message
-            item: Item
+            is_report = msg.topic == s.topic_reports
+            old = t.draft.contribution() if t.draft.exists else None
             try:
-                if msg.topic == s.topic_reports:
-                    item = read_report(msg.value, s.max_payload_bytes)
-                    new = apply_report(state, item, msg.partition, self.rules)
-                else:
-                    item = read_membership(msg.value, s.max_payload_bytes)
-                    new = apply_membership(state, item, msg.partition, self.rules)
+                item: Item = read_report(msg.value, s.max_payload_bytes) if is_report \
+                    else read_membership(msg.value, s.max_payload_bytes)
+                outcome = self._apply(t, user_id, item, is_report, msg.partition,
+                                      getattr(msg, "offset", None))
             except Rejected as rej:
                 reasons[index] = rej.reason
                 continue
+            reasons[index] = outcome
+            if outcome is not None and outcome != HELD:
+                continue
             agg = self.store.aggregate(msg.partition, event)
-            agg.apply(state, new)
-            self.store.save(user_id, new.to_bytes(), event)
+            agg.replace(old, t.draft.contribution())
+            self.store.save(user_id, t.draft.to_bytes(), event)
             agg.note_event(item.ts)
-            reasons[index] = None
-            state = new
+            agg.note_held(user_id, len(t.draft.held))
+
+    def expire_held(self, partitions: Sequence[int]) -> DeadLetters:
+        """Dead letters (``not_present``) of the held reports whose grace has passed, on the
+        given input partitions; their users written without them."""
+        now, grace = time.time(), self.hold_rules.grace_seconds
+        letters: DeadLetters = []
+        topic = self.settings.topic_reports
+        for partition in partitions:
+            agg = self.store.aggregate(partition, None)
+            for user_id in list(agg.held_users):
+                event = Record(topic, partition, user_id.encode(), None)
+                stored = self.store.load(user_id, event)
+                if stored is None:
+                    agg.note_held(user_id, 0)
+                    continue
+                draft = Draft.decode(stored, partition)
+                gone = hold.expire(draft, user_id, now, grace)
+                if not gone:
+                    continue
+                self._written.pop(user_id, None)
+                self.store.save(user_id, draft.to_bytes(), event)
+                agg.note_held(user_id, len(draft.held))
+                letters.extend(Letter(topic, g.raw, "not_present", g.partition, g.offset,
+                                      g.detail) for g in gone)
+        if letters:
+            self._rejected["not_present"].inc(len(letters))
+        self.metrics.reports_held.set(self.store.held_total())
+        return letters
+
+
+def _rejected(reason: str, detail: str) -> Rejected:
+    rej = Rejected(reason)
+    rej.detail = detail  # type: ignore[attr-defined]
+    return rej

@@ -30,6 +30,10 @@ REJECT_REASONS = (
     "wrong_partition",  # partition != murmur2(key) mod N: the producer's partitioner (design.md)
 )
 
+# records neither applied nor refused: a replay of a record the user's state already reflects
+# (its input offset), a report produced before its user's leave that arrived after it
+IGNORE_REASONS = ("replayed", "late_after_leave")
+
 # a release drawn and charged but not published (its seq burned): the noisy sum is beyond what
 # the JSON float noisy_sum holds exactly (|noisy units| > 2**53)
 REFUSE_REASONS = ("sum_not_representable",)
@@ -50,6 +54,9 @@ METRIC_NAMES = (
     "pufferfish_budget_window_seconds_remaining",
     "pufferfish_release_charge",
     "pufferfish_releases_refused_total",
+    "pufferfish_events_ignored_total",
+    "pufferfish_reports_held",
+    "pufferfish_reports_held_limit",
 )
 
 
@@ -73,6 +80,9 @@ class Metrics:
     budget_window_seconds_remaining: Gauge
     release_charge: Gauge
     releases_refused: Counter
+    events_ignored: Counter
+    reports_held: Gauge
+    reports_held_limit: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -136,7 +146,24 @@ class Metrics:
                 "Releases drawn and charged but not published (seq burned), by reason",
                 ["reason"], registry=reg,
             ),
+            events_ignored=Counter(
+                "pufferfish_events_ignored",
+                "Input records neither applied nor dead-lettered (replayed, late_after_leave)",
+                ["reason"], registry=reg,
+            ),
+            reports_held=Gauge(
+                "pufferfish_reports_held",
+                "Reports held until their user joins (join_grace_seconds), on this worker",
+                registry=reg,
+            ),
+            reports_held_limit=Gauge(
+                "pufferfish_reports_held_limit",
+                "Bounds on held reports: max_held_reports_per_user (scope=user), "
+                "max_held_reports (scope=worker)", ["scope"], registry=reg,
+            ),
         )
+        for reason in IGNORE_REASONS:
+            m.events_ignored.labels(reason=reason)
         for kind in EVENT_KINDS:
             m.events_consumed.labels(kind=kind)
         for reason in REJECT_REASONS:

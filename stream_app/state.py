@@ -93,6 +93,17 @@ def decode_state(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _put_extras(doc: dict[str, Any], left_ts: float | None, held: list[Any],
+                offsets: dict[str, list[int]]) -> None:
+    """The optional fields, written only when set (most users: none but the offsets)."""
+    if left_ts is not None:
+        doc["left_ts"] = left_ts
+    if held:
+        doc["held"] = held
+    if offsets:
+        doc["o"] = offsets
+
+
 class Contribution(NamedTuple):
     """What one user adds to its partition's aggregate."""
 
@@ -149,6 +160,11 @@ class UserState:
     version, with a list of report-id strings ``recent_ids``, is digested when read).
     ``partition`` is the input partition the user's events arrive on (key = user_id).
     ``group`` is a configured group (the join's, or the default group).
+    ``left_ts`` is the ``ts`` of the user's latest leave (a report produced before it and
+    arriving after it changes nothing). ``held``: reports that arrived before the user's join,
+    kept for ``join_grace_seconds`` (``stream_app.hold.Held``). ``offsets``: per input kind
+    ("r" reports, "m" membership) the partition and offset of the newest record this state
+    reflects (a replayed record is recognised exactly, docs/design.md "Per-user order").
     """
 
     partition: int
@@ -158,6 +174,9 @@ class UserState:
     value_ts: float | None = None
     counts: tuple[int, ...] = ()
     recent_ids: tuple[int, ...] = ()
+    left_ts: float | None = None
+    held: tuple[tuple[Any, ...], ...] = ()
+    offsets: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def contribution_units(self) -> int:
@@ -165,11 +184,14 @@ class UserState:
         return self.value_units if self.present and self.value_units is not None else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "partition": self.partition, "present": self.present, "group": self.group,
             "value_units": self.value_units, "value_ts": self.value_ts,
             "counts": list(self.counts), "ids": pack_ids(self.recent_ids),
         }
+        _put_extras(doc, self.left_ts, [list(h) for h in self.held],
+                    {k: [p, o] for k, p, o in self.offsets})
+        return doc
 
     def to_bytes(self) -> bytes:
         """The JSON of ``to_json`` as bytes (the users table's stored value and changelog)."""
@@ -191,6 +213,9 @@ class UserState:
             counts=tuple(map(int, d.get("counts", ()))),
             recent_ids=(unpack_ids(d["ids"]) if "ids" in d
                         else tuple(report_digest(str(r)) for r in d.get("recent_ids", ()))),
+            left_ts=d.get("left_ts"),
+            held=tuple(tuple(h) for h in d.get("held", ())),
+            offsets=tuple((k, int(p), int(o)) for k, (p, o) in d.get("o", {}).items()),
         )
 
     @property
@@ -268,7 +293,7 @@ class Draft:
     """
 
     __slots__ = ("exists", "partition", "present", "group", "value_units", "value_ts",
-                 "counts", "ids")
+                 "counts", "ids", "left_ts", "held", "offsets")
 
     def __init__(self, partition: int) -> None:
         """No state yet (a user never seen)."""
@@ -280,6 +305,9 @@ class Draft:
         self.value_ts: float | None = None
         self.counts: list[int] = []
         self.ids = bytearray()
+        self.left_ts: float | None = None
+        self.held: list[list[Any]] = []  # stream_app.hold.Held fields, oldest first
+        self.offsets: dict[str, list[int]] = {}  # kind -> [partition, offset]
 
     @classmethod
     def decode(cls, raw: bytes | str | dict[str, Any], partition: int) -> Draft:
@@ -294,6 +322,13 @@ class Draft:
         draft.value_ts = d.get("value_ts")
         draft.counts = list(map(int, d.get("counts", ())))
         draft.ids = bytearray(_ids_blob(d))
+        draft.left_ts = d.get("left_ts")
+        held = d.get("held")
+        if held:
+            draft.held = [list(h) for h in held]
+        offsets = d.get("o")
+        if offsets:
+            draft.offsets = {k: list(v) for k, v in offsets.items()}
         return draft
 
     @classmethod
@@ -306,7 +341,22 @@ class Draft:
             draft.value_units, draft.value_ts = state.value_units, state.value_ts
             draft.counts = list(state.counts)
             draft.ids = bytearray(struct.pack(f"<{len(state.recent_ids)}Q", *state.recent_ids))
+            draft.left_ts = state.left_ts
+            draft.held = [list(h) for h in state.held]
+            draft.offsets = {k: [p, o] for k, p, o in state.offsets}
         return draft
+
+    def replayed(self, kind: str, partition: int, offset: int | None) -> bool:
+        """Whether this state already reflects the record at ``offset`` of the user's input
+        partition for ``kind`` (a crash or rebalance replay): exact, whatever its length."""
+        if offset is None:
+            return False
+        last = self.offsets.get(kind)
+        return last is not None and last[0] == partition and offset <= last[1]
+
+    def note_offset(self, kind: str, partition: int, offset: int | None) -> None:
+        if offset is not None:
+            self.offsets[kind] = [partition, offset]
 
     def report(self, report: Report | ReportIn, partition: int, rules: EventRules) -> None:
         """Apply an accepted report; Rejected for out_of_domain/not_present/duplicate."""
@@ -346,13 +396,15 @@ class Draft:
             group = event.group or self.group or rules.default_group
             if group is None or group not in rules.known_groups:
                 raise Rejected("unknown_group")
-            if not self.exists:
+            if not self.exists or not self.counts:  # (a user holding reports has none)
                 self.counts = [0] * len(rules.domain)
             self.exists, self.present, self.group = True, True, group
         elif not self.present:
             raise Rejected("unknown_user")
         else:
             self.present = False
+            if self.left_ts is None or event.ts > self.left_ts:
+                self.left_ts = event.ts
         self.partition = partition
 
     def has_share(self) -> bool:
@@ -364,11 +416,13 @@ class Draft:
 
     def to_json(self) -> dict[str, Any]:
         """``UserState.to_json`` of ``freeze()``, without building the state."""
-        return {
+        doc = {
             "partition": self.partition, "present": self.present, "group": self.group,
             "value_units": self.value_units, "value_ts": self.value_ts,
             "counts": self.counts, "ids": base64.b64encode(self.ids).decode("ascii"),
         }
+        _put_extras(doc, self.left_ts, self.held, self.offsets)
+        return doc
 
     def to_bytes(self) -> bytes:
         """``UserState.to_bytes`` of ``freeze()``: the stored value."""
@@ -381,6 +435,8 @@ class Draft:
             partition=self.partition, present=self.present, group=self.group,
             value_units=self.value_units, value_ts=self.value_ts, counts=tuple(self.counts),
             recent_ids=struct.unpack(f"<{len(self.ids) // DIGEST_BYTES}Q", self.ids),
+            left_ts=self.left_ts, held=tuple(tuple(h) for h in self.held),
+            offsets=tuple((k, p, o) for k, (p, o) in self.offsets.items()),
         )
 
 
@@ -412,6 +468,19 @@ class PartitionAggregate:
     group_units: dict[str, list[int]] = field(default_factory=dict)
     newest_ts: float = 0.0
     dirty: bool = True
+    # users of this partition holding reports until they join (user -> how many): the
+    # expiry sweep's index and the worker's held total (stream_app.hold)
+    held_users: dict[str, int] = field(default_factory=dict)
+
+    def note_held(self, user_id: str, count: int) -> None:
+        if count:
+            self.held_users[user_id] = count
+        else:
+            self.held_users.pop(user_id, None)
+
+    @property
+    def held_count(self) -> int:
+        return sum(self.held_users.values())
 
     def apply(self, old: UserState | None, new: UserState) -> None:
         """Replace one user's contribution."""
@@ -450,6 +519,7 @@ class PartitionAggregate:
         for _user_id, st in users:
             if st.partition == partition:
                 agg.apply(None, st)
+                agg.note_held(_user_id, len(st.held))
                 if st.value_ts is not None and st.value_ts > agg.newest_ts:
                     agg.newest_ts = st.value_ts
         agg.dirty = True

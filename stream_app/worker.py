@@ -38,7 +38,7 @@ from faust.types import TP
 
 from stream_app.clients import faust_credentials
 from stream_app.faust_app import app_options, new_app
-from stream_app.ingest import Ingest, Stored
+from stream_app.ingest import DeadLetters, Ingest, Stored
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, dead_letter, to_bytes
 from stream_app.priors import checked_start
@@ -73,6 +73,11 @@ _HEAP_FROZEN = False
 
 def partials_interval(settings: Settings) -> float:
     return min(0.25, settings.release_period_seconds / 4)
+
+
+def held_sweep_interval(settings: Settings) -> float:
+    """How often held reports are checked for an expired grace (a few times per grace)."""
+    return min(5.0, max(0.2, settings.join_grace_seconds / 4))
 
 
 class PufferfishApp:
@@ -113,11 +118,14 @@ class PufferfishApp:
         self.releaser = Releaser(s, self.metrics, self.priors, self.latest_partials,
                                  self.owns_release)
         self.metrics.theta.set(plan.theta)
+        self.metrics.reports_held_limit.labels(scope="user").set(s.max_held_reports_per_user)
+        self.metrics.reports_held_limit.labels(scope="worker").set(s.max_held_reports)
 
         app.agent(self.inputs, name="process")(self._process)
         app.agent(self.partials_topic, name="collect")(self._collect)
         app.timer(partials_interval(s), name="publish_partials")(self._publish_partials)
         app.timer(s.release_period_seconds, name="release")(self._release_tick)
+        app.timer(held_sweep_interval(s), name="expire_held")(self._expire_held)
         app.on_partitions_revoked.connect(self._on_rebalance)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(self._on_rebalance)  # type: ignore[arg-type]
         app.on_before_shutdown.connect(self._on_shutdown)  # type: ignore[arg-type]
@@ -173,6 +181,9 @@ class PufferfishApp:
             agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
         return agg
 
+    def held_total(self) -> int:
+        return sum(agg.held_count for agg in self.aggregates.values())
+
     # --- input agent ----------------------------------------------------------------------
     async def _process(self, stream: Any) -> None:
         # Faust's worker leaves the root logger at DEBUG (its spinner): every debug call of
@@ -189,7 +200,7 @@ class PufferfishApp:
             if letters:
                 await self._send_dead_letters(letters)
 
-    def handle_batch(self, events: Sequence[Any]) -> list[tuple[str, bytes | None, str]]:
+    def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         token = _current_event.set(None)
         try:
             return self.ingest.handle_batch(events)
@@ -223,16 +234,33 @@ class PufferfishApp:
         store: Any = self.users.data
         store.set_persisted_offset(res.topic_partition, res.offset)
 
-    async def _send_dead_letters(self, letters: Sequence[tuple[str, bytes | None, str]]) -> None:
+    async def _send_dead_letters(self, letters: DeadLetters) -> None:
         now = time.time()
         sends = [
-            self.deadletter_topic.send(value=to_bytes(dead_letter(topic, raw, reason, now)))
-            for topic, raw, reason in letters
+            self.deadletter_topic.send(value=to_bytes(dead_letter(
+                letter.topic, letter.raw, letter.reason, now)))
+            for letter in letters
         ]
         for result in await asyncio.gather(*sends, return_exceptions=True):
             if isinstance(result, BaseException):
                 self.metrics.broker_errors.inc()
                 log.error("dead letter not sent (%s)", type(result).__name__)
+
+    async def _expire_held(self) -> None:
+        """Dead-letter (not_present) the held reports whose join_grace_seconds passed, on
+        this worker's input partitions; the users are written without them first."""
+        if not self._ready():
+            return
+        partitions = sorted(tp.partition for tp in self._assigned()
+                            if tp.topic == self.settings.topic_reports)
+        token = _current_event.set(None)
+        try:
+            letters = self.ingest.expire_held(partitions)
+        finally:
+            _current_event.reset(token)
+        await self._send_changelog()
+        if letters:
+            await self._send_dead_letters(letters)
 
     # --- partials and ticks ---------------------------------------------------------------
     async def _publish_partials(self) -> None:

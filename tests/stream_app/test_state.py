@@ -168,9 +168,15 @@ def _group_shares(users: dict[str, UserState]) -> dict[str, list[int]]:
 def test_state_json_has_every_field() -> None:
     from dataclasses import fields
 
-    # recent_ids (the digests) is stored as one base64 string "ids"
-    names = {f.name for f in fields(UserState)} - {"recent_ids"} | {"ids"}
-    assert set(UserState(partition=0).to_json()) == names
+    # recent_ids (the digests) is stored as one base64 string "ids"; the optional fields
+    # (left_ts, held, offsets as "o") only when set, and then they round-trip
+    names = {f.name for f in fields(UserState)} - {"recent_ids", "offsets"} | {"ids", "o"}
+    full = UserState(partition=0, left_ts=5.0, held=((1.0, 4.0, "r1", 0, 17, 99.0),),
+                     offsets=(("r", 0, 17), ("m", 0, 3)))
+    assert set(full.to_json()) == names
+    assert set(UserState(partition=0).to_json()) == names - {"left_ts", "held", "o"}
+    assert UserState.from_stored(full.to_bytes()) == full
+    assert Draft.decode(full.to_bytes(), 0).to_bytes() == full.to_bytes()
 
 
 def test_state_written_by_an_older_version_is_read() -> None:
