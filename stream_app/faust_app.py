@@ -74,4 +74,5 @@ def app_options(s: Settings) -> dict[str, Any]:
         "broker_session_timeout": s.broker_session_timeout,
         "broker_rebalance_timeout": s.broker_rebalance_timeout,
         "broker_heartbeat_interval": s.broker_heartbeat_interval,
+        "broker_commit_interval": s.broker_commit_interval_seconds,
     }

@@ -94,8 +94,8 @@ class Settings(BaseSettings):
     auto_join: bool = False
     # A report id is recognised as a duplicate while it is among the user's last
     # `dedup_window` accepted report ids (the per-user state holds at most that many ids).
-    # 64 keeps a user's state under 1 KiB; it must exceed the reports of one user that a crash
-    # or rebalance can replay (docs/design.md, "Throughput": dedup ids).
+    # 64 keeps a user's state under 1 KiB; it covers producer retries (crash and rebalance
+    # replays are recognised by input offset: docs/design.md, "Per-user order").
     dedup_window: int = Field(default=64, ge=1, le=100_000)
     # A report of a user who has not joined is held in the user's state this long (the worker's
     # clock), applied when the join arrives, then dead-lettered not_present (stream_app/hold.py).
@@ -132,6 +132,9 @@ class Settings(BaseSettings):
     # tansu: 0 with producer_max_batch_size=1 (its ListOffsets defect loses batched changelog
     # records on recovery).
     producer_linger_seconds: float = Field(default=0.01, ge=0, le=5)
+    # How often Faust commits the input offsets a batch has acked (its broker_commit_interval):
+    # a crash replays at most about this much input (recognised exactly: docs/design.md).
+    broker_commit_interval_seconds: float = Field(default=2.8, gt=0, le=86400)
     # The worker's event loop: uvloop (faster) or Python's asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
     # Run each fetched record's hand-off to the stream eagerly, without Faust's two tasks per

@@ -95,7 +95,7 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
         broker, tmp_path, app_id="dashboard-render-test", domain=[0, 1, 2, 3],
         pairs=["value_presence"], epsilon=1.0, budget_total=BUDGET,
         budget_window_seconds=WINDOW, release_period_seconds=1.0, learn_period_seconds=3.0,
-        epsilon_learn=0.1,
+        epsilon_learn=0.1, join_grace_seconds=0,  # not_present at once
     )
     proc = start_worker(env, tmp_path, "worker")
     try:

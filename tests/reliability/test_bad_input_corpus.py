@@ -21,7 +21,9 @@ from tests.reliability import harness as h
 
 pytestmark = [pytest.mark.integration]
 
-SETTINGS = {**h.EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096"}
+# a report before its user's join is refused at once (holding: tests/stream_app/test_hold.py)
+SETTINGS = {**h.EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
+            "PUFFERFISH_JOIN_GRACE_SECONDS": "0"}
 PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]
 
 

@@ -69,6 +69,7 @@ def _worker_settings() -> dict[str, str]:
         "PUFFERFISH_BUDGET_TOTAL": "1000",
         "PUFFERFISH_RELEASE_PERIOD_SECONDS": "1.0",
         "PUFFERFISH_LOG_LEVEL": "debug",
+        "PUFFERFISH_JOIN_GRACE_SECONDS": "0",  # a report before a join: dead-lettered at once
     }
 
 

@@ -201,11 +201,11 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
         # every misrouted record dead-lettered wrong_partition, none not_present, nothing else
         assert dead_letters_by_phase(bootstrap) == +s.expected
         # the metric: ours plus the barrier records sent to the N - 1 other partitions of each
-        # topic (the one on the right partition is not_present / unknown_user)
+        # topic (the one on the right partition is out_of_domain / unknown_user)
         want = s.misrouted + barriers * 2 * (PARTS - 1)
         wait_for(lambda: rejected(workers, "wrong_partition") == want, 30,
                  f"{want} wrong_partition in the metrics")
-        assert rejected(workers, "not_present") == barriers
+        assert rejected(workers, "out_of_domain") == barriers
         consumed = sum(totals(wp.scrape(w.metrics_port)).get(
             "pufferfish_events_consumed_total", 0.0) for w in workers)
         assert consumed == 20 + 12 + 20 + 40 + 24 + 40 - s.misrouted

@@ -261,18 +261,23 @@ def noise_bound(theta: float, releases: int, fail_prob: float = 1e-6) -> float:
     return theta * math.log(2 * releases / fail_prob)
 
 
+BARRIER_VALUE = -987654.321  # in no test's domain: dead-lettered out_of_domain
+
+
 def barrier(bootstrap: str, partitions: int, tag: str, timeout: float = 60.0) -> None:
     """Return once every input partition of both topics was handled up to now.
 
-    Puts one record that must be rejected at the end of each partition (a report and a leave
-    from a user who never joined) and waits for all of their dead letters: partitions are
-    processed in order, so everything produced before is handled.
+    Puts one record that must be rejected at the end of each partition (a report out of every
+    test's domain, refused at once, and a leave from a user who never joined) and waits for all
+    of their dead letters: partitions are processed in order, so everything produced before is
+    handled. (A report of a user who never joined would be held for join_grace_seconds.)
     """
     from tests.kafka_helpers import consume_all, json_values
 
     uid = f"barrier-{tag}"
     records = {
-        "reports": lambda p: {"user_id": uid, "value": 0, "report_id": f"{tag}-{p}", "ts": 0.0},
+        "reports": lambda p: {"user_id": uid, "value": BARRIER_VALUE, "report_id": f"{tag}-{p}",
+                              "ts": 0.0},
         "membership": lambda p: {"user_id": uid, "event": "leave", "ts": float(p)},
     }
 

@@ -34,6 +34,7 @@ SETTINGS = {
     "app_id": "contracts", "domain": [0, 1, 2, 3], "groups": ["g1", "g2"], "default_group": "g1",
     "release_period_seconds": "0.5", "learn_period_seconds": "1", "epsilon_learn": "1",
     "learn_min_mass": "1", "budget_total": "100000", "budget_window_seconds": "3600",
+    "join_grace_seconds": "0",  # a report before its user's join is refused at once
 }
 PARSE_REASONS = {"malformed_json", "invalid_schema", "non_finite_value"}
 EXPECTED_REASONS = Counter({
