@@ -30,7 +30,7 @@ FORWARDED: dict[str, tuple[str, str]] = {
     "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
     "schema": ("stream_app.contracts.schema", "write the topic JSON Schemas + AsyncAPI"),
     "send": ("stream_app.tools.send", "send reports, joins and leaves from a JSONL file or stdin"),
-    "tail": ("stream_app.tools.tail", "follow the releases and priors topics"),
+    "tail": ("stream_app.tools.tail", "follow the releases and priors (or deadletter) topics"),
 }
 
 

@@ -283,7 +283,7 @@ class Ingest:
                                       getattr(msg, "offset", None))
             except Rejected as rej:
                 reasons[i] = rej.reason
-                detail = getattr(rej, "detail", None)
+                detail = rej.detail
                 if detail:
                     self._details[i] = detail
                 continue
@@ -330,7 +330,7 @@ class Ingest:
             return "late_after_leave"
         why = hold.refusal(draft, self.hold_rules, self._held_total)
         if why is not None:
-            raise _rejected("not_present", why)
+            raise Rejected("not_present", why)
         hold.hold(draft, report, partition, offset, self._now)
         self._held_total += 1
         return HELD
@@ -349,7 +349,7 @@ class Ingest:
             except Rejected as rej:
                 raw = hold.encode(report)
                 later.letters.append(Letter(self.settings.topic_reports, raw, rej.reason,
-                                            h.partition, h.offset, getattr(rej, "detail", None)))
+                                            h.partition, h.offset, rej.detail))
                 continue
             later.applied += 1
             if report.ts > t.newest_ts:
@@ -443,9 +443,3 @@ class Ingest:
             self._rejected["not_present"].inc(len(letters))
         self.metrics.reports_held.set(self.store.held_total())
         return letters
-
-
-def _rejected(reason: str, detail: str) -> Rejected:
-    rej = Rejected(reason)
-    rej.detail = detail  # type: ignore[attr-defined]
-    return rej

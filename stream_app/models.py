@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from stream_app.metrics import REJECT_REASONS
+from stream_app import rejection
+from stream_app.rejection import Rejected as Rejected  # re-exported: the input path's error
 
 RAW_TRUNCATE_BYTES = 256
 
@@ -143,6 +144,17 @@ class DeadLetter(_Wire):
         "as \\xNN; empty for a null value.")
     reason: str = Field(description="Why it was rejected: one fixed label (REJECT_REASONS).")
     ts: float = Field(description="When the worker rejected it: seconds since the Unix epoch.")
+    partition: int | None = Field(
+        default=None, ge=0, description="The source record's partition on source_topic (to "
+        "fetch it: partition and offset); null in records older than this field.")
+    offset: int | None = Field(
+        default=None, ge=0, description="The source record's offset in that partition; null "
+        "in records older than this field.")
+    detail: str | None = Field(
+        default=None, description="What failed, for an operator, never the record's values: "
+        "the field (invalid_schema: 'field value: ...'), the byte or column (malformed_json), "
+        "the expected partition (wrong_partition: 'expected partition 3 of 8'). Null when the "
+        "reason says it all, and in records older than this field.")
 
 
 class Partial(_Wire):
@@ -158,16 +170,6 @@ class Partial(_Wire):
     newest_ts: float = 0.0
 
 
-class Rejected(Exception):
-    """A record goes to the dead-letter topic with ``reason`` (one of REJECT_REASONS)."""
-
-    def __init__(self, reason: str) -> None:
-        if reason not in REJECT_REASONS:
-            raise ValueError(f"unknown dead-letter reason {reason!r}")
-        super().__init__(reason)
-        self.reason = reason
-
-
 def truncate_raw(raw: bytes | None) -> str:
     """The record bytes, truncated, as text (invalid UTF-8 escaped, never decoded loosely)."""
     if raw is None:
@@ -175,16 +177,21 @@ def truncate_raw(raw: bytes | None) -> str:
     return raw[:RAW_TRUNCATE_BYTES].decode("utf-8", errors="backslashreplace")
 
 
-def dead_letter(source_topic: str, raw: bytes | None, reason: str, ts: float) -> DeadLetter:
-    return DeadLetter(source_topic=source_topic, raw=truncate_raw(raw), reason=reason, ts=ts)
+def dead_letter(
+    source_topic: str, raw: bytes | None, reason: str, ts: float, partition: int | None = None,
+    offset: int | None = None, detail: str | None = None,
+) -> DeadLetter:
+    """The letter of a record read from ``source_topic`` at ``partition``/``offset``."""
+    return DeadLetter(source_topic=source_topic, raw=truncate_raw(raw), reason=reason, ts=ts,
+                      partition=partition, offset=offset, detail=detail)
 
 
 def _parse(raw: bytes | None, max_bytes: int, model: type[M]) -> M:
-    """Bytes -> ``model``, or Rejected with the first defect's reason."""
+    """Bytes -> ``model``, or Rejected with the first defect's reason and what failed."""
     if raw is not None and len(raw) > max_bytes:
-        raise Rejected("payload_too_large")
+        raise rejection.too_large(len(raw), max_bytes)
     if raw is None:
-        raise Rejected("malformed_json")
+        raise Rejected("malformed_json", "null value")
     try:
         doc = orjson.loads(raw)  # the fast path: strict UTF-8 and standard JSON
     except orjson.JSONDecodeError:
@@ -192,15 +199,15 @@ def _parse(raw: bytes | None, max_bytes: int, model: type[M]) -> M:
         # literals: non_finite_value; integers beyond 64 bits); Python's json decides
         doc = _slow_json(raw)
     if not isinstance(doc, dict):  # it parsed, but it is not a record object
-        raise Rejected("invalid_schema")
+        raise rejection.not_an_object(doc)
     for name in ("value", "ts"):
         v = doc.get(name)
         if isinstance(v, float) and not math.isfinite(v):
-            raise Rejected("non_finite_value")
+            raise rejection.not_finite(name)
     try:
         return model.model_validate(doc)
-    except ValidationError:
-        raise Rejected("invalid_schema") from None
+    except ValidationError as exc:
+        raise rejection.schema_error(exc) from None
 
 
 def _slow_json(raw: bytes) -> object:
@@ -208,9 +215,9 @@ def _slow_json(raw: bytes) -> object:
         # Python's json accepts NaN/Infinity literals: let them through so they are
         # classified as non_finite_value, not as malformed JSON.
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, RecursionError, ValueError):
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
         # ValueError covers JSONDecodeError and integer literals beyond Python's digit limit
-        raise Rejected("malformed_json") from None
+        raise rejection.malformed(exc) from None
 
 
 def parse_report(raw: bytes | None, max_bytes: int) -> Report:
@@ -294,13 +301,13 @@ def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
 def check_key(key: bytes | None, user_id: str) -> None:
     """The record key must be the user_id (it decides the partition, hence the state owner)."""
     if key is None:
-        raise Rejected("key_mismatch")
+        raise Rejected("key_mismatch", "record key is null (must be the user_id)")
     try:
         text = key.decode("utf-8")
     except UnicodeDecodeError:
-        raise Rejected("key_mismatch") from None
+        raise Rejected("key_mismatch", "record key is not UTF-8 (must be the user_id)") from None
     if text != user_id:
-        raise Rejected("key_mismatch")
+        raise Rejected("key_mismatch", "record key is not the user_id")
 
 
 def to_bytes(model: BaseModel) -> bytes:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import struct
 
-from stream_app.models import Rejected
+from stream_app.rejection import wrong_partition
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -77,6 +77,8 @@ class PartitionCheck:
         return (murmur2_u32(key) & 0x7FFFFFFF) % self.partitions
 
     def check(self, key: bytes, partition: int) -> None:
-        """Rejected("wrong_partition") unless ``partition`` is the key's contract partition."""
-        if self.expected(key) != partition:
-            raise Rejected("wrong_partition")
+        """Rejected("wrong_partition", "expected partition E of N") unless ``partition`` is
+        the key's contract partition."""
+        expected = self.expected(key)
+        if expected != partition:
+            raise wrong_partition(expected, self.partitions)

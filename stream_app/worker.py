@@ -238,7 +238,8 @@ class PufferfishApp:
         now = time.time()
         sends = [
             self.deadletter_topic.send(value=to_bytes(dead_letter(
-                letter.topic, letter.raw, letter.reason, now)))
+                letter.topic, letter.raw, letter.reason, now, partition=letter.partition,
+                offset=letter.offset, detail=letter.detail)))
             for letter in letters
         ]
         for result in await asyncio.gather(*sends, return_exceptions=True):

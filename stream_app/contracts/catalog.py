@@ -103,7 +103,8 @@ CONTRACTS: tuple[TopicContract, ...] = (
         NO_KEY, 1, journal=True),
     TopicContract(
         "topic_deadletter", DeadLetter, "out",
-        "Dead letters: every rejected input record with a machine-readable reason.",
+        "Dead letters: every rejected input record with a machine-readable reason, where it "
+        "was read (source_topic, partition, offset) and what failed (detail).",
         NO_KEY, 1),
 )
 

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ValidationError
 
 from stream_app.models import Membership, Report
+from stream_app.rejection import json_position
 
 REPORTS, MEMBERSHIP = "reports", "membership"
 MODELS: dict[str, type[BaseModel]] = {REPORTS: Report, MEMBERSHIP: Membership}
@@ -50,7 +51,8 @@ def _load(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise LineError("malformed_json", "not UTF-8") from None
     except json.JSONDecodeError as exc:
-        raise LineError("malformed_json", f"invalid JSON (column {exc.colno}): {exc.msg}") from None
+        raise LineError("malformed_json", f"invalid JSON ({json_position(exc)}): {exc.msg}"
+                        ) from None
     except RecursionError:
         raise LineError("malformed_json", "JSON nested too deeply") from None
     except ValueError as exc:  # LineError is re-raised; e.g. an over-long integer literal

@@ -1,9 +1,11 @@
-"""``pufferfish tail``: follow the ``releases`` and ``priors`` topics, one line per record.
+"""``pufferfish tail``: follow the ``releases``, ``priors`` (default) or ``deadletter`` topics.
 
 ``pufferfish tail [--config FILE] [--json] [--from-beginning] [--topics releases,priors]
-[--max N] [--timeout S]``. Human lines by default (``release seq=… theta=… noisy_sum=…
-epsilon_spent=spent/total …``, ``priors seq=… group=… status=… radius=… law={…}``), or each
-record's JSON as published with --json. Starts at the end (new records only) unless
+[--max N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default
+(``release seq=… theta=… noisy_sum=… epsilon_spent=spent/total …``, ``priors seq=… group=…
+status=… radius=… law={…}``, ``deadletter reason=… source_topic=… partition=… offset=…
+detail="…"``: without the record's bytes, which only --json shows), or each record's JSON as
+published with --json. Starts at the end (new records only) unless
 --from-beginning; stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do
 not exist yet are waited for. A broker that does not answer within --timeout: one line
 ``pufferfish: error: bootstrap_servers: ...``, exit 2.
@@ -26,11 +28,12 @@ from pydantic import ValidationError
 from core.errors import PufferfishInputError
 from stream_app.clients import aiokafka_kwargs
 from stream_app.config import load_settings
-from stream_app.models import PriorsRecord, Release
+from stream_app.models import DeadLetter, PriorsRecord, Release
 from stream_app.settings import Settings
 from stream_app.tools import common
 
-KINDS = ("releases", "priors")
+KINDS = ("releases", "priors", "deadletter")
+DEFAULT_KINDS = ("releases", "priors")
 WAIT_NOTE_SECONDS = 1.0  # metadata re-check while a topic does not exist yet
 
 
@@ -49,8 +52,18 @@ def priors_line(p: PriorsRecord) -> str:
             f"law={{{law}}}")
 
 
+def deadletter_line(d: DeadLetter) -> str:
+    """Where the rejected record is and why; its bytes (``raw``) are left to --json."""
+    def known(v: int | None) -> str:
+        return "-" if v is None else str(v)
+
+    detail = "" if d.detail is None else f" detail={json.dumps(d.detail)}"
+    return (f"deadletter reason={d.reason} source_topic={d.source_topic} "
+            f"partition={known(d.partition)} offset={known(d.offset)}{detail}")
+
+
 def render(kind: str, raw: bytes | None, as_json: bool) -> str | None:
-    """The line for one record of ``kind`` (releases or priors); None if it is unreadable."""
+    """The line for one record of ``kind`` (a KINDS entry); None if it is unreadable."""
     try:
         if as_json:
             text = (raw or b"").decode("utf-8").strip()
@@ -60,6 +73,8 @@ def render(kind: str, raw: bytes | None, as_json: bool) -> str | None:
             return text if "\n" not in text else json.dumps(doc)
         if kind == "releases":
             return release_line(Release.model_validate_json(raw or b""))
+        if kind == "deadletter":
+            return deadletter_line(DeadLetter.model_validate_json(raw or b""))
         return priors_line(PriorsRecord.model_validate_json(raw or b""))
     except (ValueError, ValidationError):  # JSON, UTF-8 and schema errors
         return None
@@ -67,7 +82,8 @@ def render(kind: str, raw: bytes | None, as_json: bool) -> str | None:
 
 def chosen_topics(settings: Settings, spec: str) -> dict[str, str]:
     """``--topics`` (kinds or configured topic names, comma-separated) -> {topic: kind}."""
-    names = {"releases": settings.topic_releases, "priors": settings.topic_priors}
+    names = {"releases": settings.topic_releases, "priors": settings.topic_priors,
+             "deadletter": settings.topic_deadletter}
     chosen: dict[str, str] = {}
     for item in (part.strip() for part in spec.split(",")):
         kind = next((k for k, t in names.items() if item in (k, t)), None)
@@ -139,14 +155,16 @@ def _positive_int(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = common.OneLineParser(
         prog="pufferfish tail",
-        description="Follow the releases and priors topics, one line per record.")
+        description="Follow the releases and priors (or deadletter) topics, one line per "
+        "record.")
     parser.add_argument("--config", metavar="FILE",
                         help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
     parser.add_argument("--json", action="store_true", help="each record's JSON, one per line")
     parser.add_argument("--from-beginning", action="store_true",
                         help="read the topics' history first (default: new records only)")
-    parser.add_argument("--topics", default=",".join(KINDS), metavar="LIST",
-                        help="comma-separated: releases, priors (default: both)")
+    parser.add_argument("--topics", default=",".join(DEFAULT_KINDS), metavar="LIST",
+                        help="comma-separated: releases, priors, deadletter (default: "
+                        "releases,priors)")
     parser.add_argument("--max", type=_positive_int, metavar="N",
                         help="stop after N records (default: follow until Ctrl-C)")
     parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,

@@ -9,11 +9,13 @@ import pytest
 from stream_app.metrics import REJECT_REASONS
 from stream_app.models import (
     RAW_TRUNCATE_BYTES,
+    DeadLetter,
     Rejected,
     check_key,
     dead_letter,
     parse_membership,
     parse_report,
+    to_bytes,
 )
 
 
@@ -76,6 +78,21 @@ def test_dead_letter_truncates_raw_and_keeps_reason_a_label() -> None:
     assert len(dl.raw) == RAW_TRUNCATE_BYTES and dl.raw.startswith('{"value": 123456789}')
     assert dl.reason == "out_of_domain" and "123456789" not in dl.reason
     assert dead_letter("reports", b"\xff", "malformed_json", 1.0).raw == "\\xff"
+    assert (dl.partition, dl.offset, dl.detail) == (None, None, None)
+
+
+def test_dead_letter_names_where_the_record_was_and_what_failed() -> None:
+    dl = dead_letter("reports", b'{"user_id": "u1"}', "wrong_partition", 2.0, partition=5,
+                     offset=1234, detail="expected partition 3 of 8")
+    assert json.loads(to_bytes(dl)) == {
+        "source_topic": "reports", "raw": '{"user_id": "u1"}', "reason": "wrong_partition",
+        "ts": 2.0, "partition": 5, "offset": 1234, "detail": "expected partition 3 of 8"}
+    older = DeadLetter.model_validate_json(
+        b'{"source_topic": "membership", "raw": "", "reason": "malformed_json", "ts": 1.0}')
+    assert (older.partition, older.offset, older.detail) == (None, None, None)
+    for bad in ({"partition": -1}, {"offset": -1}, {"offset": 1.5}):
+        with pytest.raises(ValueError):
+            DeadLetter.model_validate({**json.loads(to_bytes(dl)), **bad})
     with pytest.raises(ValueError):
         Rejected("value was 3.5")
     assert set(REJECT_REASONS) >= {"duplicate_report", "key_mismatch"}

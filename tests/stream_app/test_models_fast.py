@@ -1,6 +1,6 @@
 """The input path's parsers (models.read_report / read_membership) decide every input exactly
 as the pydantic models do (models.parse_report / parse_membership): same acceptance, same
-dead-letter reason, same field values and types. The oracle is the models themselves."""
+dead-letter reason and detail, same field values and types. The oracle is the models themselves."""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ JOIN = {"user_id": "u1", "event": "join", "group": "g", "ts": 10.0}
 
 
 def outcome(parse: Any, raw: bytes | None) -> tuple[Any, ...]:
-    """("rejected", reason) or ("ok", (type, value) of each field)."""
+    """("rejected", reason, detail) or ("ok", (type, value) of each field)."""
     try:
         rec = parse(raw, MAX_BYTES)
     except Rejected as rej:
-        return ("rejected", rej.reason)
+        return ("rejected", rej.reason, rej.detail)
     fields = rec._fields if isinstance(rec, tuple) else tuple(type(rec).model_fields)
     return ("ok", tuple((f, type(getattr(rec, f)), getattr(rec, f)) for f in fields))
 

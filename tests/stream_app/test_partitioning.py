@@ -75,6 +75,8 @@ def test_partition_check() -> None:
             with pytest.raises(Rejected) as info:
                 check.check(key, other)
             assert info.value.reason == "wrong_partition"
+            java_home = (aiokafka_murmur2(key) & 0x7FFFFFFF) % 4
+            assert info.value.detail == f"expected partition {java_home} of 4"
     assert check.expected.cache_info().currsize == 8  # bounded
     with pytest.raises(ValueError):
         PartitionCheck(0)

@@ -91,7 +91,8 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         assert by_topic[("membership", "malformed_json")] == 1
         assert by_topic[("reports", "malformed_json")] == 1
         for d in letters:
-            assert set(d) == {"source_topic", "raw", "reason", "ts"}
+            assert set(d) == {"source_topic", "raw", "reason", "ts", "partition", "offset",
+                              "detail"}
             assert d["reason"] in REJECT_REASONS
             assert len(d["raw"].encode()) <= 256 * 4
         big = next(d for d in letters if d["reason"] == "payload_too_large")

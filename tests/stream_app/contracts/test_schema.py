@@ -118,6 +118,9 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
     assert errors("deadletter", _dead()) == []
     null_value = dead_letter("membership", None, "invalid_schema", 0.0)
     assert errors("deadletter", json.loads(to_bytes(null_value))) == []
+    located = dead_letter("reports", b"{}", "wrong_partition", 1.0, partition=3, offset=17,
+                          detail="expected partition 1 of 4")
+    assert errors("deadletter", json.loads(to_bytes(located))) == []
 
 
 @pytest.mark.parametrize(("topic", "doc"), [
@@ -129,6 +132,8 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
     ("priors", _priors(epsilon_learn=0)), ("priors", _priors(probs=[[0.25]])),
     ("deadletter", _dead(reason="no_reason")), ("deadletter", _dead(raw=None)),
     ("deadletter", {k: v for k, v in _dead().items() if k != "source_topic"}),
+    ("deadletter", _dead(partition=-1)), ("deadletter", _dead(offset=2.5)),
+    ("deadletter", _dead(detail=7)),
 ])
 def test_output_schemas_reject_what_the_models_reject(topic: str, doc: dict[str, Any]) -> None:
     assert errors(topic, doc), doc

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from stream_app.models import Membership, Report
+from stream_app.settings import Settings
 from stream_app.tools import send, tail
 from stream_app.tools.lines import MEMBERSHIP, REPORTS, LineError, parse_line
 
@@ -72,6 +73,16 @@ def test_bad_lines_say_why(raw: bytes, reason: str, says: str) -> None:
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n"])
+def test_a_brace_missing_at_the_end_of_a_line_is_placed_at_the_end(end: bytes) -> None:
+    # 28 characters: the decoder wanted "," or "}" at column 29, not on the next line
+    with pytest.raises(LineError) as caught:
+        parse_line(b'{"user_id": "u1", "value": 3' + end, MAX)
+    assert caught.value.reason == "malformed_json"
+    assert str(caught.value) == (
+        "invalid JSON (column 29, at the end): Expecting ',' delimiter")
+
+
 def test_a_record_larger_than_max_payload_bytes_is_skipped() -> None:
     with pytest.raises(LineError) as caught:
         parse_line(_line({**JOIN, "group": "g" * 100}), 64)
@@ -97,6 +108,29 @@ def test_tail_lines() -> None:
         assert tail.render("releases", bad, as_json=True) is None
         assert tail.render("releases", bad, as_json=False) is None
     assert tail.render("releases", b'{"seq": 0}', as_json=False) is None  # not a release
+
+
+def test_tail_deadletter_lines() -> None:
+    letter = {"source_topic": "reports", "raw": '{"user_id": "u7", "value": 2}',
+              "reason": "wrong_partition", "ts": 5.0, "partition": 1, "offset": 42,
+              "detail": "expected partition 3 of 8"}
+    raw = json.dumps(letter).encode()
+    line = tail.render("deadletter", raw, as_json=False)
+    assert line == ('deadletter reason=wrong_partition source_topic=reports partition=1 '
+                    'offset=42 detail="expected partition 3 of 8"')
+    assert json.loads(tail.render("deadletter", raw, as_json=True) or "") == letter
+    older = {"source_topic": "membership", "raw": "{", "reason": "malformed_json", "ts": 1.0}
+    assert tail.render("deadletter", json.dumps(older).encode(), as_json=False) == (
+        "deadletter reason=malformed_json source_topic=membership partition=- offset=-")
+    assert tail.render("deadletter", b'{"reason": "x"}', as_json=False) is None
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_tail_topics_deadletter_is_chosen_by_kind_or_configured_name() -> None:
+    s = Settings(topic_deadletter="dlq-prod")
+    assert tail.chosen_topics(s, "deadletter") == {"dlq-prod": "deadletter"}
+    assert tail.chosen_topics(s, "releases, dlq-prod") == {
+        "releases": "releases", "dlq-prod": "deadletter"}
 
 
 @pytest.mark.usefixtures("clean_env")

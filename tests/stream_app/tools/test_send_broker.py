@@ -1,5 +1,5 @@
 """``pufferfish send`` and ``tail`` on the embedded broker without a worker: skipped lines,
-unreachable brokers, a topic created after ``tail`` started."""
+unreachable brokers, a topic created after ``tail`` started, dead letters."""
 
 from __future__ import annotations
 
@@ -40,12 +40,13 @@ BAD = {
     5: ('{"user_id": "bob", "value": "x", "report_id": "r", "ts": 1}', "invalid_schema"),
     6: ("[1, 2]", "invalid_schema"),
     8: ('{"user_id": "dan", "value": NaN, "report_id": "r", "ts": 1}', "non_finite_value"),
+    10: ('{"user_id": "u1", "value": 3', "malformed_json"),  # the brace missing at the end
 }
 
 
 def _input() -> str:
     lines = []
-    for n in range(1, 10):
+    for n in range(1, 11):
         lines.append(json.dumps(GOOD[n]) if n in GOOD else BAD[n][0] if n in BAD else "")
     return "\n".join(lines) + "\n"
 
@@ -65,10 +66,12 @@ def test_bad_lines_are_reported_skipped_and_counted(broker: EmbeddedBroker,
     for line, (n, (_, reason)) in zip(errors, sorted(BAD.items()), strict=True):
         assert line.startswith(f"pufferfish: error: line {n}: {reason}: "), line
         assert line.endswith("(skipped)")
+    assert errors[-1] == ("pufferfish: error: line 10: malformed_json: invalid JSON (column 29, "
+                          "at the end): Expecting ',' delimiter (skipped)")
     got = summary(proc)
-    assert got["lines"] == 8 and got["acknowledged"] == 4 and got["skipped"] == 4
+    assert got["lines"] == 9 and got["acknowledged"] == 4 and got["skipped"] == 5
     assert got["failed"] == 0
-    assert got["skipped_reasons"] == {"invalid_schema": 2, "malformed_json": 1,
+    assert got["skipped_reasons"] == {"invalid_schema": 2, "malformed_json": 2,
                                       "non_finite_value": 1}
     for topic in ("reports", "membership"):
         records = asyncio.run(read_to_end(broker.bootstrap, topic))
@@ -145,3 +148,40 @@ def test_tail_waits_for_its_topics_and_skips_unreadable_records(broker: Embedded
     assert "priors seq=1 group=g status=low_mass radius=0 " in out
     assert "pufferfish: warning: releases: offset 0: unreadable record skipped" in (
         err_path.read_text())
+
+
+def test_tail_prints_dead_letters_where_and_why_without_their_bytes(broker: EmbeddedBroker,
+                                                                     tmp_path: Path) -> None:
+    asyncio.run(create_topics(broker.bootstrap, {"dlq": 1, "releases": 1, "priors": 1}))
+    located = {"source_topic": "reports", "raw": '{"user_id": "u7", "value": 2}',
+               "reason": "wrong_partition", "ts": 5.0, "partition": 1, "offset": 42,
+               "detail": "expected partition 3 of 8"}
+    older = {"source_topic": "membership", "raw": "{", "reason": "malformed_json", "ts": 6.0}
+    asyncio.run(produce_json(broker.bootstrap, "dlq",
+                             [(None, located), (None, {"reason": 3}), (None, older)]))
+    release = {"seq": 1, "ts": 7.0, "noisy_sum": 2.5, "theta": 1.0, "epsilon": 1.0,
+               "epsilon_spent": 1.0, "epsilon_remaining": 9.0, "pairs": ["value_change"],
+               "rule": "bound", "charge": 1.0}
+    asyncio.run(produce_json(broker.bootstrap, "releases", [(None, release)]))
+    env = plain_env(broker=broker.url, topic_deadletter="dlq")
+
+    human = pufferfish(["tail", "--topics", "deadletter", "--from-beginning", "--max", "2"], env,
+                       timeout=60)
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.splitlines() == [
+        'deadletter reason=wrong_partition source_topic=reports partition=1 offset=42 '
+        'detail="expected partition 3 of 8"',
+        "deadletter reason=malformed_json source_topic=membership partition=- offset=-",
+    ]
+    assert "u7" not in human.stdout  # the record's bytes are left to --json
+    assert human.stderr == "pufferfish: warning: dlq: offset 1: unreadable record skipped\n"
+
+    as_json = pufferfish(["tail", "--topics", "dlq", "--json", "--from-beginning", "--max", "1"],
+                         env, timeout=60)
+    assert as_json.returncode == 0, as_json.stderr
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [located]
+
+    # the default is still releases and priors: the dead letters are not among them
+    default = pufferfish(["tail", "--from-beginning", "--max", "1"], env, timeout=60)
+    assert default.returncode == 0, default.stderr
+    assert default.stdout.startswith("release seq=1 ")
