@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
+import orjson
+
 from stream_app import hold
 from stream_app.contributions import Change, contributions, replace_all
 from stream_app.metrics import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS, Metrics
@@ -175,6 +177,16 @@ class Later:
         self.letters: DeadLetters = []
 
 
+def is_report_doc(raw: bytes | None) -> bool:
+    """On a topic shared by both kinds: a record without an ``event`` field is a report (one
+    that is not a JSON object is refused as a report would be)."""
+    try:
+        doc = orjson.loads(raw) if raw is not None else None
+    except orjson.JSONDecodeError:
+        return True
+    return not (type(doc) is dict and "event" in doc)
+
+
 class Ingest:
     def __init__(
         self, settings: Settings, rules: EventRules, metrics: Metrics, store: UserStore
@@ -184,6 +196,8 @@ class Ingest:
         self.hold_rules = hold.HoldRules.of(settings)
         self.store = store
         self.metrics = metrics
+        # both kinds on one topic: a record's kind is its fields' ("event": membership)
+        self.shared_topic = settings.topic_reports == settings.topic_membership
         self.partition_check = PartitionCheck(settings.input_partitions)
         self._consumed = {k: metrics.events_consumed.labels(kind=k) for k in EVENT_KINDS}
         self._rejected = {r: metrics.events_rejected.labels(reason=r) for r in REJECT_REASONS}
@@ -255,13 +269,14 @@ class Ingest:
         """Classify each record and apply it to its user's draft; its reason or None."""
         s, load = self.settings, self.store.load
         reports_topic, max_bytes = s.topic_reports, s.max_payload_bytes
+        shared = self.shared_topic
         check_partition = self.partition_check.check
         self._details: dict[int, str] = {}
         for i, event in enumerate(events):
             msg = event.message
             try:
                 item: Item
-                if msg.topic == reports_topic:
+                if msg.topic == reports_topic and (not shared or is_report_doc(msg.value)):
                     is_report[i] = True
                     item = read_report(msg.value, max_bytes)
                 else:
@@ -305,7 +320,8 @@ class Ingest:
                offset: int | None) -> str | None:
         """One record on the user's draft: None (applied), HELD, an ignore reason, or Rejected
         (the draft unchanged)."""
-        draft, kind = t.draft, "r" if is_report else "m"
+        # one offset sequence per input topic (one for both kinds when they share a topic)
+        draft, kind = t.draft, "r" if is_report or self.shared_topic else "m"
         if draft.replayed(kind, partition, offset):
             return "replayed"
         outcome = None
@@ -397,7 +413,8 @@ class Ingest:
         for index in t.steps:
             event = events[index]
             msg = event.message
-            is_report = msg.topic == s.topic_reports
+            is_report = msg.topic == s.topic_reports and (
+                not self.shared_topic or is_report_doc(msg.value))
             old = t.draft.contribution() if t.draft.exists else None
             try:
                 item: Item = read_report(msg.value, s.max_payload_bytes) if is_report \

@@ -102,7 +102,8 @@ class PufferfishApp:
         raw: dict[str, Any] = dict(
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
         )
-        self.inputs = app.topic(s.topic_reports, s.topic_membership,
+        # one topic for both kinds is allowed (then Kafka orders a user's records itself)
+        self.inputs = app.topic(*dict.fromkeys((s.topic_reports, s.topic_membership)),
                                 partitions=s.input_partitions, **raw)
         self.partials_topic = app.topic(s.topic_partials, partitions=1, **raw)
         self.deadletter_topic = app.topic(s.topic_deadletter, partitions=1, **raw)

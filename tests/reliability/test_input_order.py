@@ -64,10 +64,10 @@ def truth(events: list[dict[str, Any]]) -> float:
     return sum(v for u, (_, v) in newest.items() if u in joined)
 
 
-def start(broker: EmbeddedBroker, topics: Topics, tmp_path: Path, n: int = 1,
+def start(broker: EmbeddedBroker, topics: Topics, tmp_path: Path, n: int = 1, name: str = "w",
           **extra: str) -> list[Worker]:
     env = worker_env(broker.url, topics, tmp_path / "data", {**EXACT_SUM_SETTINGS, **extra})
-    workers = [Worker({**env, **({} if i == 0 else _fresh(env))}, tmp_path, f"w{i}").start()
+    workers = [Worker({**env, **({} if i == 0 else _fresh(env))}, tmp_path, f"{name}{i}").start()
                for i in range(n)]
     for w in workers:
         wait_ready(w)
@@ -218,7 +218,7 @@ def test_sigkill_while_reports_are_held_then_a_long_replay(broker_module: Embedd
                    "the held reports in the changelog", 0.5, w1)
     finally:
         w1.kill9()
-    (w2,) = start(broker, topics, tmp_path, **extra)
+    (w2,) = start(broker, topics, tmp_path, name="restarted", **extra)
     try:
         produce([(topics.membership, u, membership(u, "join", 50.0)) for u in users],
                 broker.bootstrap)
@@ -229,13 +229,21 @@ def test_sigkill_while_reports_are_held_then_a_long_replay(broker_module: Embedd
         long = [float(rng.randrange(4)) for _ in range(1000)]
         produce([(topics.reports, users[0], report(users[0], v, f"long-{k}", ts=200.0 + k))
                  for k, v in enumerate(long)], broker.bootstrap)
-        want = [1 + long.count(float(j)) if values[users[0]] == j else long.count(float(j))
-                for j in range(4)]
-        wait_until(lambda: changelog(broker.bootstrap, topics)[users[0]]["counts"] == want,
-                   60, "the 1,000 reports in the user's histogram", 0.5, w2)
+        domain = json.loads(w2.env.get("PUFFERFISH_DOMAIN", "[0, 1, 2, 3, 4, 5]"))
+        want = [long.count(float(v)) + (values[users[0]] == v) for v in domain]
+        seen: list[Any] = []
+
+        def counted() -> bool:
+            seen[:] = changelog(broker.bootstrap, topics)[users[0]]["counts"]
+            return seen == want
+
+        try:
+            wait_until(counted, 60, "the 1,000 reports in the user's histogram", 0.5, w2)
+        except AssertionError as exc:
+            raise AssertionError(f"histogram {seen}, want {want}") from exc
     finally:
         w2.kill9()
-    (w3,) = start(broker, topics, tmp_path, **extra)
+    (w3,) = start(broker, topics, tmp_path, name="replaying", **extra)
     try:
         expected = sum(values.values()) - values[users[0]] + long[-1]
         settle_on(broker.bootstrap, topics, expected, [w3])

@@ -186,3 +186,18 @@ def test_batch_boundaries_do_not_change_the_outcome() -> None:
                         f.sample("pufferfish_events_ignored_total", reason="replayed")))
     assert results[0] == results[1] == results[2]
     assert results[0][3] == 40
+
+
+def test_one_topic_for_both_kinds_keeps_the_producers_order() -> None:
+    f = Feed(topic_membership="reports")
+    records = [f.record("reports", "a", {"event": "join", "ts": 1.0}),
+               f.report("a", 3.0, "r1", 2.0),
+               f.record("reports", "a", {"event": "leave", "ts": 3.0}),
+               f.report("a", 1.0, "r2", 2.5)]  # produced before the leave
+    assert f.ingest.handle_batch(records) == []
+    st = f.state("a")
+    assert not st.present and st.counts == (0, 0, 0, 1) and st.left_ts == 3.0
+    assert f.sample("pufferfish_events_consumed_total", kind="membership") == 2
+    assert f.sample("pufferfish_events_ignored_total", reason="late_after_leave") == 1
+    assert f.ingest.handle_batch(records) == []  # a replay: one offset sequence for the topic
+    assert f.sample("pufferfish_events_ignored_total", reason="replayed") == 4
