@@ -84,10 +84,13 @@ def dead_letters(bootstrap: str, topics: Topics) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n_workers", [1, 2])
+@pytest.mark.parametrize(("n_workers", "one_topic"), [(1, False), (2, False), (2, True)],
+                         ids=["1-worker", "2-workers", "2-workers-one-topic"])
 def test_one_file_joins_then_reports_through_send(broker_module: EmbeddedBroker,
-                                                  tmp_path: Path, n_workers: int) -> None:
-    """The README's events.jsonl, scaled: 80 joins then 400 reports in one file."""
+                                                  tmp_path: Path, n_workers: int,
+                                                  one_topic: bool) -> None:
+    """The README's events.jsonl, scaled: 80 joins then 400 reports in one file (also with
+    both kinds on one topic, the layout the README recommends)."""
     broker, topics = broker_module, new_topics(broker_module.bootstrap, 4)
     rng = random.Random(n_workers)
     users = [f"readme-{i}" for i in range(80)]
@@ -97,9 +100,10 @@ def test_one_file_joins_then_reports_through_send(broker_module: EmbeddedBroker,
                 "report_id": f"r{k}", "ts": 1001.0 + k} for k in range(400)]
     path = tmp_path / "events.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
-    workers = start(broker, topics, tmp_path, n_workers)
+    layout = {"PUFFERFISH_TOPIC_MEMBERSHIP": topics.reports} if one_topic else {}
+    workers = start(broker, topics, tmp_path, n_workers, **layout)
     try:
-        env = worker_env(broker.url, topics, tmp_path / "send", EXACT_SUM_SETTINGS)
+        env = worker_env(broker.url, topics, tmp_path / "send", {**EXACT_SUM_SETTINGS, **layout})
         sent = subprocess.run([sys.executable, "-m", "stream_app", "send", str(path)], env=env,
                               cwd=REPO, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr
