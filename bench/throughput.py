@@ -1,4 +1,4 @@
-"""End-to-end throughput on the embedded broker: five pipelines on the same backlog, one run.
+"""End-to-end throughput on the embedded broker: the worker, Faust baselines and a raw loop.
 
 One broker; each pipeline gets its own input topics (reports + membership, P partitions) with
 the same content: U users join, a churn subset reports once (setup, consumed before the
@@ -11,35 +11,41 @@ producer no longer competes for the cores) to the 95 % mark; a pipeline that lea
 - raw: an aiokafka consume->produce loop (no consumer group, partitions assigned, one ``send``
   per record to an output topic, acks=all like Faust) over the worker's input topics from the
   beginning; run once after the first worker pass and once at the end, rate = the mean;
+- stock Faust, bare and recipe (below) on stock Faust: Faust's own consumer, drain loop
+  (``Consumer._drain_messages``), transport and flow control; what the worker would be without
+  its consumer (bench/faust_pipelines.py);
 - bare Faust: ``async for`` over the stream of both input topics, nothing else (Faust's own
-  ceiling here);
+  ceiling here), on the worker's Faust app (its consumer, drain loop and flow control);
 - recipe: the fastest known Faust pipeline with per-user state and no pufferfish logic
   (``take_events`` batches, per-batch dict, each touched user's state decoded from and
   written to the table's store once per batch and one changelog record per touched user via
-  ``app.producer.send``; the worker's Faust settings, event loop, logging and frozen
-  start-up heap and collector thresholds);
+  ``app.producer.send``), on the worker's Faust app;
 - the pufferfish worker (exact rule, K = 16, one group, releases every second), 1 process;
 - the same worker, 2 processes in one consumer group;
 - bare, recipe and the worker (1 and 2 processes) again with ``drain_eager`` (the consumer
   hands records to streams inline when they need not wait: stream_app/faust_consumer.py).
-The Faust pipelines run ``--passes`` times (default 2) in turn — bare, recipe, worker, ...,
-then all again — so that a slow minute of a shared machine falls on every pipeline alike; a
-pipeline's rate is the mean of its passes. Each is reported as a ratio to the raw loop, and the
-worker as a ratio to the recipe of the same drain mode (also per pass); CPU us/event is the
-pipeline's processes' CPU time (user + system) per event between the same marks, broker CPU
-the same for the broker process (it shares the 2 cores: a pipeline that writes more, e.g.
-larger changelog values, also costs the broker more). Goals
-(issue 12) for the default worker and, separately, with drain_eager. The consumer's idle-fetch
-wait is 0.1 s (tansu). A further backlog of M/2 events can be profiled with py-spy attached to
-one pipeline's process (``--profile [PIPELINE]``).
+All Faust pipelines share the worker's Faust settings, worker class, event loop, logging,
+frozen start-up heap and collector thresholds, and run without Faust's Monitor sensor: a stock
+pipeline differs from its twin by the consumer alone.
+The Faust pipelines run ``--passes`` times (default 2) in turn — stock bare, stock recipe,
+bare, recipe, worker, ..., then all again — so that a slow minute of a shared machine falls on
+every pipeline alike; a pipeline's rate is the mean of its passes. Each is reported as a ratio
+to the raw loop and to the stock Faust recipe (worker / stock recipe: the worker against
+plain Faust; recipe / stock recipe and bare / stock bare: the gain of the worker's consumer
+alone), and the worker as a ratio to the recipe of the same drain mode (also per pass); CPU
+us/event is the pipeline's processes' CPU time (user + system) per event between the same
+marks, broker CPU the same for the broker process (it shares the 2 cores: a pipeline that
+writes more, e.g. larger changelog values, also costs the broker more). Goals for the
+default worker and, separately, with drain_eager. The consumer's idle-fetch
+wait is 0.1 s (tansu; stock Faust keeps its hard-coded 1.5 s, which a backlog's fetches do not
+wait for). A further backlog of M/2 events can be profiled with py-spy attached to one
+pipeline's process (``--profile [PIPELINE]``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
-import logging
 import os
 import random
 import re
@@ -59,7 +65,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench import _common
+from bench import _common, faust_pipelines
 from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
 from stream_app.metrics import Samples, local_url, scrape, totals
 
@@ -163,8 +169,6 @@ def topic_names(tag: str, run: str = "") -> dict[str, str]:
 
 
 WORKER_CMD = ("-m", "stream_app", "run")
-BARE_CMD = ("-m", "bench.throughput", "--child", "bare")
-RECIPE_CMD = ("-m", "bench.throughput", "--child", "recipe")
 
 
 def start_worker(
@@ -459,83 +463,6 @@ def py_spy() -> str | None:
     return found if Path(found).exists() else None
 
 
-# --- the Faust pipelines (child processes) --------------------------------------------------
-def faust_child(kind: str) -> int:
-    """``bare`` or ``recipe`` (module docstring), in its own process, settings from the same
-    PUFFERFISH_* variables as the worker. Progress is exported as
-    ``pufferfish_events_consumed_total`` so it is scraped like the worker."""
-    import faust
-    import orjson
-    from prometheus_client import CollectorRegistry, start_http_server
-    from prometheus_client import Counter as PromCounter
-
-    from stream_app.faust_app import app_options, new_app
-    from stream_app.runner import new_event_loop, worker_class
-    from stream_app.settings import Settings
-
-    s = Settings()
-    registry = CollectorRegistry()
-    consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
-    start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
-    app = new_app(
-        s, f"{s.app_id}-{kind}", broker=s.broker, store="memory://", web_enabled=False,
-        **app_options(s),
-    )
-    inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,
-                       key_serializer="raw", value_serializer="raw",
-                       partitions=s.input_partitions)
-    table = app.Table("state", default=None, partitions=s.input_partitions,
-                      schema=faust.Schema(key_serializer="json", value_serializer="raw"))
-    counter = consumed.labels(kind="any")
-
-    async def bare(stream: Any) -> None:
-        logging.getLogger().setLevel(s.log_level.upper())
-        async for _value in stream:
-            counter.inc()
-
-    async def recipe(stream: Any) -> None:
-        """Per user: events seen and the last value, as JSON bytes (no pufferfish logic)."""
-        logging.getLogger().setLevel(s.log_level.upper())
-        store = table.data
-        topic = table.changelog_topic.get_topic_name()
-        producer = app.producer
-        async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
-            touched: dict[bytes, tuple[dict[str, Any], int]] = {}
-            for event in events:
-                msg = event.message
-                key = msg.key or b""
-                doc = orjson.loads(msg.value or b"null")
-                entry = touched.get(key)
-                if entry is None:
-                    raw = store.get(key.decode())
-                    state = orjson.loads(raw) if raw is not None else {"n": 0}
-                    entry = touched[key] = (state, msg.partition)
-                entry[0]["n"] += 1
-                entry[0]["last"] = doc
-            for key, (state, partition) in touched.items():
-                value = orjson.dumps(state)
-                store[key.decode()] = value
-                await producer.send(topic, orjson.dumps(key.decode()), value, partition,
-                                    None, None)
-            counter.inc(len(events))
-
-    app.agent(inputs, name=kind)(bare if kind == "bare" else recipe)
-    # as the worker does once its app is built (stream_app.worker.freeze_startup_heap; written
-    # out here so that these processes import no more than they need)
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # stream_app.worker.GC_YOUNG_THRESHOLD
-    loop = new_event_loop(s)
-    asyncio.set_event_loop(loop)
-    worker = worker_class()(app, loglevel="WARNING", quiet=True, loop=loop,
-                            redirect_stdouts=False)
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 # --- the benchmark -------------------------------------------------------------------------
 @dataclass
 class Run:
@@ -558,16 +485,48 @@ class Run:
 
 def all_runs() -> list[Run]:
     """Every pipeline of a run, in order (names: RUN_NAMES)."""
+    return default_runs() + eager_runs()
+
+
+def default_runs() -> list[Run]:
     return [
-        Run("bare", "bare Faust: async for over the stream", BARE_CMD, 1),
-        Run("recipe", "recipe: take_events + per-batch state + changelog sends", RECIPE_CMD, 1),
+        Run("stock-bare", "stock Faust, bare: async for over the stream",
+            faust_pipelines.command("stock-bare"), 1),
+        Run("stock-recipe", "stock Faust, recipe", faust_pipelines.command("stock-recipe"), 1),
+        Run("bare", "bare Faust: async for over the stream", faust_pipelines.command("bare"), 1),
+        Run("recipe", "recipe: take_events + per-batch state + changelog sends",
+            faust_pipelines.command("recipe"), 1),
         Run("w1", "pufferfish worker, 1 process", WORKER_CMD, 1),
         Run("w2", "pufferfish worker, 2 processes", WORKER_CMD, 2),
-        Run("bare-e", "bare Faust, drain_eager", BARE_CMD, 1, EAGER),
-        Run("recipe-e", "recipe, drain_eager", RECIPE_CMD, 1, EAGER),
+    ]
+
+
+# The drain_eager variants: self-contained (this function, EAGER and eager_goals), so that
+# they go by deleting them when the setting goes.
+def eager_runs() -> list[Run]:
+    return [
+        Run("bare-e", "bare Faust, drain_eager", faust_pipelines.command("bare"), 1, EAGER),
+        Run("recipe-e", "recipe, drain_eager", faust_pipelines.command("recipe"), 1, EAGER),
         Run("w1-e", "pufferfish worker, 1 process, drain_eager", WORKER_CMD, 1, EAGER),
         Run("w2-e", "pufferfish worker, 2 processes, drain_eager", WORKER_CMD, 2, EAGER),
     ]
+
+
+def eager_goals(by: dict[str, Run], raw_rate: float) -> list[tuple[str, bool]]:
+    w1e, w2e, recipe_e = by["w1-e"], by["w2-e"], by["recipe-e"]
+    return [
+        ("drain_eager: worker, 1 process >= 0.18x raw", w1e.rate / raw_rate >= 0.18),
+        ("drain_eager: worker, 1 process >= 0.9x recipe with drain_eager",
+         w1e.rate / recipe_e.rate >= 0.9),
+        ("drain_eager: worker, 2 processes >= 0.28x raw", w2e.rate / raw_rate >= 0.28),
+    ]
+
+
+def eager_summary(by: dict[str, Run], raw_rate: float) -> str:
+    w1e, w2e, recipe_e = by["w1-e"], by["w2-e"], by["recipe-e"]
+    return (f" With drain_eager: {w1e.rate / raw_rate:.3f} (1 process), "
+            f"{w2e.rate / raw_rate:.3f} (2 processes); worker / recipe with drain_eager = "
+            f"{w1e.rate / recipe_e.rate:.2f} (that recipe: {recipe_e.rate / raw_rate:.3f}x raw).")
 
 
 RUN_NAMES = tuple(r.name for r in all_runs())
@@ -680,9 +639,6 @@ def loadavg() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args_in = sys.argv[1:] if argv is None else argv
-    if args_in[:1] == ["--child"]:
-        return faust_child(args_in[1])
     p = _common.parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--events", type=int, default=50000, help="backlog size M")
@@ -746,38 +702,43 @@ def main(argv: list[str] | None = None) -> int:
     raw_rate = sum(raw_rates) / len(raw_rates)
     by = {r.name: r for r in all_runs()}  # a pipeline left out (--pipelines): NaN
     by.update({r.name: r for r in runs})
-    recipe = by["recipe"].rate
+    recipe, stock = by["recipe"].rate, by["stock-recipe"].rate
+    eager = "w1-e" in by
     raw_text = ", ".join(
         f"{n} records at {r:,.0f}/s" for (n, _), r in zip(raw_passes, raw_rates, strict=True)
     )
     headers = ("pipeline", "processes", "events", "events/s", "ratio to raw",
-               "ratio to recipe (same drain mode)", "CPU us/event", "broker CPU us/event")
+               "ratio to recipe (same drain mode)", "ratio to stock Faust recipe",
+               "CPU us/event", "broker CPU us/event")
     rows: list[tuple[object, ...]] = [
         ("raw aiokafka consume->produce (mean of 2 passes)", 1, raw_passes[0][0], raw_rate,
-         1.0, float("nan"), float("nan"), float("nan")),
+         1.0, float("nan"), float("nan"), float("nan"), float("nan")),
     ]
     for r in runs:
         same_mode = by["recipe-e"].rate if r.name.endswith("-e") else recipe
         rows.append((r.label, r.processes, r.events, r.rate, r.rate / raw_rate,
                      r.rate / same_mode if r.name.startswith("w") else float("nan"),
-                     r.cpu_us, r.broker_cpu_us))
+                     r.rate / stock, r.cpu_us, r.broker_cpu_us))
     w1, w2 = by["w1"], by["w2"]
-    w1e, w2e = by["w1-e"], by["w2-e"]
     goals = [
         ("worker, 1 process >= 0.18x raw", w1.rate / raw_rate >= 0.18),
         ("worker, 1 process >= 0.9x recipe", w1.rate / recipe >= 0.9),
         ("worker, 2 processes >= 0.28x raw", w2.rate / raw_rate >= 0.28),
-        ("drain_eager: worker, 1 process >= 0.18x raw", w1e.rate / raw_rate >= 0.18),
-        ("drain_eager: worker, 1 process >= 0.9x recipe with drain_eager",
-         w1e.rate / by["recipe-e"].rate >= 0.9),
-        ("drain_eager: worker, 2 processes >= 0.28x raw", w2e.rate / raw_rate >= 0.28),
+        *(eager_goals(by, raw_rate) if eager else []),
     ]
     goal_text = "; ".join(f"{g}: {'yes' if ok else 'NO'}" for g, ok in goals)
+    pass_pairs = [(w1, by["recipe"]), (w1, by["stock-recipe"]), (by["recipe"], by["stock-recipe"])]
+    if eager:
+        pass_pairs.append((by["w1-e"], by["recipe-e"]))
     per_pass = "; ".join(
         f"{w.name}/{r.name} " + ", ".join(f"{a / b:.3f}" for a, b in
                                           zip(w.pass_rates, r.pass_rates, strict=False))
-        for w, r in ((w1, by["recipe"]), (w1e, by["recipe-e"]))
-        if w.pass_rates and r.pass_rates)
+        for w, r in pass_pairs if w.pass_rates and r.pass_rates)
+    stock_text = (
+        f"worker / stock Faust recipe = {w1.rate / stock:.3f} (1 process), "
+        f"{w2.rate / stock:.3f} (2 processes); recipe / stock recipe = {recipe / stock:.3f} "
+        f"and bare / stock bare = {by['bare'].rate / by['stock-bare'].rate:.3f} (the worker's "
+        "consumer alone)")
     codes = ", ".join(f"{r.name} {r.code}" for r in runs)
     print(f"end-to-end throughput, {PARTITIONS} partitions, {users} users, backlog {m} events "
           f"per pipeline; load average before {load_before}, after {load_after}")
@@ -785,6 +746,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"raw loop passes: {raw_text}")
     print(f"worker releases: {w1.releases:.0f} (1 process), {w2.releases:.0f} (2); rejected "
           f"records: {w1.rejected:.0f}, {w2.rejected:.0f}; exit codes: {codes}")
+    print(stock_text)
     print(f"per pass: {per_pass or 'n/a'}")
     print(f"{goal_text}; total {elapsed:.0f} s")
     prof_md = ""
@@ -819,12 +781,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Run time {elapsed:.0f} s.\n\n"
         + _common.markdown_table(headers, rows)
         + f"\n\n**Ratio worker / raw = {w1.rate / raw_rate:.3f}** (1 process), "
-        f"{w2.rate / raw_rate:.3f} (2 processes); worker / recipe = {w1.rate / recipe:.2f}. "
-        f"With drain_eager: {w1e.rate / raw_rate:.3f} (1 process), {w2e.rate / raw_rate:.3f} "
-        f"(2 processes); worker / recipe with drain_eager = "
-        f"{w1e.rate / by['recipe-e'].rate:.2f} (that recipe: {by['recipe-e'].rate / raw_rate:.3f}x "
-        "raw). "
-        f"Per pass: {per_pass or 'n/a'}. Goals: {goal_text}."
+        f"{w2.rate / raw_rate:.3f} (2 processes); worker / recipe = {w1.rate / recipe:.2f}; "
+        f"**{stock_text}**."
+        + (eager_summary(by, raw_rate) if eager else "")
+        + f" Per pass: {per_pass or 'n/a'}. Goals: {goal_text}."
         + prof_md + "\n"
     )
     _common.report(args, NAME, "1. End-to-end throughput vs a raw aiokafka loop",

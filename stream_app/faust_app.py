@@ -18,10 +18,31 @@ STREAM_BUFFER_MAXSIZE = 65536
 BROKER_MAX_POLL_RECORDS = 10000
 CONSUMER_MAX_FETCH_SIZE = 4 * 1024 * 1024
 
+# Faust's built-in web views other than its plain index at "/" ({"status": "OK"}): /table hands
+# out any key of any table (a user's stored state, the exact partials), /router the workers of
+# the cluster, the statistics at "/" and /graph the worker's internals, /performance the
+# Monitor's figures (docs/privacy.md, "Threat model"). Turned off on the built app:
+# Faust's APP_WEB_*_ENABLED environment variables win over App keyword arguments.
+WEB_VIEWS_OFF = ("web_tables_enabled", "web_router_enabled", "web_stats_enabled",
+                 "web_graph_enabled", "web_metrics_enabled")
 
-class LeanApp(faust.App):
+
+class MonitorlessApp(faust.App):
     """A Faust app without the Monitor sensor (+8 %): its stats feed only Faust's web views,
-    which the worker does not use; our own metrics are stream_app.metrics."""
+    which the worker does not serve; our own metrics are stream_app.metrics. Otherwise stock
+    Faust (the throughput bench's stock pipelines)."""
+
+    def on_init_dependencies(self) -> Any:
+        deps = super().on_init_dependencies()
+        monitor = self._monitor
+        if isinstance(monitor, Monitor) and monitor in self.sensors:
+            self.sensors.remove(monitor)
+        return deps
+
+
+class LeanApp(MonitorlessApp):
+    """The worker's Faust app: no Monitor sensor, the worker's consumer and transport
+    (stream_app/faust_consumer.py) and flow control (stream_app/faust_flow.py)."""
 
     consumer_tuning: ConsumerTuning | None = None
 
@@ -39,18 +60,13 @@ class LeanApp(faust.App):
         if isinstance(consumer, PufferfishConsumer):
             consumer.refetch(first, "Faust's flow control emptied the stream buffer")
 
-    def on_init_dependencies(self) -> Any:
-        deps = super().on_init_dependencies()
-        monitor = self._monitor
-        if isinstance(monitor, Monitor) and monitor in self.sensors:
-            self.sensors.remove(monitor)
-        return deps
-
 
 def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
     """The worker's Faust app (also the throughput bench's): LeanApp with the consumer tuning
-    of the settings (stream_app/faust_consumer.py)."""
+    of the settings (stream_app/faust_consumer.py) and no web view but Faust's index."""
     app = LeanApp(app_id, **options)
+    for setting in WEB_VIEWS_OFF:
+        setattr(app.conf, setting, False)
     app.consumer_tuning = ConsumerTuning(
         fetch_max_wait_ms=round(s.consumer_fetch_max_wait_seconds * 1000),
         drain_eager=s.drain_eager,

@@ -85,6 +85,7 @@ def test_composition_quick(tmp_path: Path) -> None:
 def test_throughput_quick(tmp_path: Path) -> None:
     text = run(throughput, tmp_path)
     assert "**Ratio worker / raw =" in text
+    assert "| stock Faust, recipe | 1 | 400 |" in text and "worker / stock Faust recipe = " in text
 
 
 @pytest.mark.integration
