@@ -71,7 +71,7 @@ def refusal(draft: Draft, rules: HoldRules, held_total: int) -> str | None:
 def hold(draft: Draft, report: ReportIn, partition: int, offset: int | None,
          now: float) -> None:
     """Keep ``report`` in the draft of a user who is not present."""
-    draft.held.append([report.value, report.ts, report.report_id, partition, offset, now])
+    draft.held = [*draft.held, [report.value, report.ts, report.report_id, partition, offset, now]]
     draft.exists = True
 
 

@@ -140,7 +140,7 @@ class _Touched:
     """One user's records in a batch: the stored value before it and the working draft."""
 
     __slots__ = ("stored", "old", "draft", "key", "partition", "moved", "steps", "accepted",
-                 "newest_ts", "later")
+                 "newest_ts", "later", "seen_r", "seen_m", "last_r", "last_m")
 
     def __init__(
         self, stored: Stored | None, key: bytes, partition: int, written: Written | None
@@ -164,6 +164,21 @@ class _Touched:
         self.accepted = 0
         self.newest_ts = 0.0
         self.later: Later | None = None  # what applying held reports at a join gave
+        # the input offsets (reports, membership) the stored state reflects here (-1:
+        # none), and the newest of this batch (written to the draft when it is stored)
+        o = self.draft.offsets
+        if o is not None and o[0] == partition:
+            self.seen_r, self.seen_m = o[1], o[2]
+        else:
+            self.seen_r = self.seen_m = -1
+        self.last_r = self.last_m = -1
+
+    def note_offsets(self) -> None:
+        """The batch's newest offsets into the draft (before it is encoded)."""
+        if self.last_r >= 0:
+            self.draft.note_offset(1, self.partition, self.last_r)
+        if self.last_m >= 0:
+            self.draft.note_offset(2, self.partition, self.last_m)
 
 
 class Later:
@@ -294,8 +309,24 @@ class Ingest:
                     elif partition != t.partition:
                         t.moved = True
                 t.steps.append(i)
-                outcome = self._apply(t, user_id, item, is_report[i], partition,
-                                      getattr(msg, "offset", None))
+                offset = msg.offset
+                # a record the stored state already reflects (its input offset): a replay
+                if is_report[i] or shared:
+                    if offset is not None and offset <= t.seen_r:
+                        outcome: str | None = "replayed"
+                    else:
+                        if is_report[i]:
+                            outcome = self._report(t, item, partition, offset)  # type: ignore[arg-type]
+                        else:
+                            outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
+                        if offset is not None:
+                            t.last_r = offset
+                elif offset is not None and offset <= t.seen_m:
+                    outcome = "replayed"
+                else:
+                    outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
+                    if offset is not None:
+                        t.last_m = offset
             except Rejected as rej:
                 reasons[i] = rej.reason
                 detail = rej.detail
@@ -316,26 +347,37 @@ class Ingest:
             if item.ts > t.newest_ts:
                 t.newest_ts = item.ts
 
+    def _report(self, t: _Touched, report: ReportIn, partition: int,
+                offset: int | None) -> str | None:
+        try:
+            t.draft.report(report, partition, self.rules)
+        except Rejected as rej:
+            if rej.reason != "not_present":
+                raise
+            return self._not_present(t.draft, report, partition, offset)
+        return None
+
+    def _membership(self, t: _Touched, user_id: str, event: MembershipIn,
+                    partition: int) -> str | None:
+        """A join/leave (a join applies the user's held reports); None, or Rejected."""
+        t.draft.membership(event, partition, self.rules)
+        if t.draft.held and t.draft.present:
+            self._apply_held(t, user_id)
+        return None
+
     def _apply(self, t: _Touched, user_id: str, item: Item, is_report: bool, partition: int,
                offset: int | None) -> str | None:
-        """One record on the user's draft: None (applied), HELD, an ignore reason, or Rejected
-        (the draft unchanged)."""
+        """One record on the user's draft, its offset noted in the draft at once (the slow
+        path of a user whose key moved partitions): None (applied), HELD, "replayed", or
+        Rejected (the draft unchanged)."""
         # one offset sequence per input topic (one for both kinds when they share a topic)
-        draft, kind = t.draft, "r" if is_report or self.shared_topic else "m"
+        draft, kind = t.draft, 1 if is_report or self.shared_topic else 2
         if draft.replayed(kind, partition, offset):
             return "replayed"
-        outcome = None
         if is_report:
-            try:
-                draft.report(item, partition, self.rules)  # type: ignore[arg-type]
-            except Rejected as rej:
-                if rej.reason != "not_present":
-                    raise
-                outcome = self._not_present(draft, item, partition, offset)  # type: ignore[arg-type]
+            outcome = self._report(t, item, partition, offset)  # type: ignore[arg-type]
         else:
-            draft.membership(item, partition, self.rules)  # type: ignore[arg-type]
-            if draft.held and draft.present:
-                self._apply_held(t, user_id)
+            outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
         draft.note_offset(kind, partition, offset)
         return outcome
 
@@ -394,6 +436,7 @@ class Ingest:
             if entry is None:
                 entry = changes[id(agg)] = (agg, [])
             entry[1].append((t.old, new))
+            t.note_offsets()
             value = t.draft.to_bytes()
             self.store.save(user_id, value, last)
             agg.note_event(t.newest_ts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
 import json
 import struct
@@ -94,7 +95,7 @@ def decode_state(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
 
 
 def _put_extras(doc: dict[str, Any], left_ts: float | None, held: list[Any],
-                offsets: dict[str, list[int]]) -> None:
+                offsets: list[int] | None) -> None:
     """The optional fields, written only when set (most users: none but the offsets)."""
     if left_ts is not None:
         doc["left_ts"] = left_ts
@@ -163,8 +164,9 @@ class UserState:
     ``left_ts`` is the ``ts`` of the user's latest leave (a report produced before it and
     arriving after it changes nothing). ``held``: reports that arrived before the user's join,
     kept for ``join_grace_seconds`` (``stream_app.hold.Held``). ``offsets``: per input kind
-    ("r" reports, "m" membership) the partition and offset of the newest record this state
-    reflects (a replayed record is recognised exactly, docs/design.md "Per-user order").
+    (reports, membership) the offset of the newest record this state reflects on the user's
+    partition: ``(partition, reports offset, membership offset)``, -1 for none (a replayed
+    record is recognised exactly, docs/design.md "Per-user order").
     """
 
     partition: int
@@ -176,7 +178,7 @@ class UserState:
     recent_ids: tuple[int, ...] = ()
     left_ts: float | None = None
     held: tuple[tuple[Any, ...], ...] = ()
-    offsets: tuple[tuple[str, int, int], ...] = ()
+    offsets: tuple[int, ...] = ()  # (partition, reports offset, membership offset); -1: none
 
     @property
     def contribution_units(self) -> int:
@@ -190,7 +192,7 @@ class UserState:
             "counts": list(self.counts), "ids": pack_ids(self.recent_ids),
         }
         _put_extras(doc, self.left_ts, [list(h) for h in self.held],
-                    {k: [p, o] for k, p, o in self.offsets})
+                    list(self.offsets) or None)
         return doc
 
     def to_bytes(self) -> bytes:
@@ -215,7 +217,7 @@ class UserState:
                         else tuple(report_digest(str(r)) for r in d.get("recent_ids", ()))),
             left_ts=d.get("left_ts"),
             held=tuple(tuple(h) for h in d.get("held", ())),
-            offsets=tuple((k, int(p), int(o)) for k, (p, o) in d.get("o", {}).items()),
+            offsets=tuple(map(int, d.get("o", ()))),
         )
 
     @property
@@ -283,6 +285,9 @@ class EventRules:
         return units
 
 
+_NO_HELD: list[list[Any]] = []  # never appended to (hold.hold builds a new list)
+
+
 class Draft:
     """A user's state while records are applied to it: mutable, one per touched user in a
     batch, read from the stored value and encoded once (``decode``, ``report``/``membership``
@@ -306,8 +311,10 @@ class Draft:
         self.counts: list[int] = []
         self.ids = bytearray()
         self.left_ts: float | None = None
-        self.held: list[list[Any]] = []  # stream_app.hold.Held fields, oldest first
-        self.offsets: dict[str, list[int]] = {}  # kind -> [partition, offset]
+        # stream_app.hold.Held fields, oldest first (shared empty defaults: most drafts never
+        # hold a report)
+        self.held: list[list[Any]] = _NO_HELD
+        self.offsets: list[int] | None = None  # [partition, reports offset, membership offset]
 
     @classmethod
     def decode(cls, raw: bytes | str | dict[str, Any], partition: int) -> Draft:
@@ -323,12 +330,16 @@ class Draft:
         draft.counts = list(map(int, d.get("counts", ())))
         draft.ids = bytearray(_ids_blob(d))
         draft.left_ts = d.get("left_ts")
-        held = d.get("held")
-        if held:
-            draft.held = [list(h) for h in held]
-        offsets = d.get("o")
-        if offsets:
-            draft.offsets = {k: list(v) for k, v in offsets.items()}
+        held, offsets = d.get("held"), d.get("o")
+        if held or offsets:
+            if isinstance(raw, dict):  # a caller's document: copy what the draft changes
+                d = copy.deepcopy(d)
+                held, offsets = d.get("held"), d.get("o")
+            # (freshly decoded otherwise: the draft owns these lists)
+            if held:
+                draft.held = held
+            if offsets:
+                draft.offsets = offsets
         return draft
 
     @classmethod
@@ -343,20 +354,23 @@ class Draft:
             draft.ids = bytearray(struct.pack(f"<{len(state.recent_ids)}Q", *state.recent_ids))
             draft.left_ts = state.left_ts
             draft.held = [list(h) for h in state.held]
-            draft.offsets = {k: [p, o] for k, p, o in state.offsets}
+            draft.offsets = list(state.offsets) or None
         return draft
 
-    def replayed(self, kind: str, partition: int, offset: int | None) -> bool:
+    def replayed(self, kind: int, partition: int, offset: int | None) -> bool:
         """Whether this state already reflects the record at ``offset`` of the user's input
-        partition for ``kind`` (a crash or rebalance replay): exact, whatever its length."""
-        if offset is None:
-            return False
-        last = self.offsets.get(kind)
-        return last is not None and last[0] == partition and offset <= last[1]
+        partition for ``kind`` (1: reports, 2: membership; a crash or rebalance replay): exact,
+        whatever its length."""
+        o = self.offsets
+        return offset is not None and o is not None and o[0] == partition and offset <= o[kind]
 
-    def note_offset(self, kind: str, partition: int, offset: int | None) -> None:
-        if offset is not None:
-            self.offsets[kind] = [partition, offset]
+    def note_offset(self, kind: int, partition: int, offset: int | None) -> None:
+        if offset is None:
+            return
+        o = self.offsets
+        if o is None or o[0] != partition:  # (a key that moved: a new offset sequence)
+            o = self.offsets = [partition, -1, -1]
+        o[kind] = offset
 
     def report(self, report: Report | ReportIn, partition: int, rules: EventRules) -> None:
         """Apply an accepted report; Rejected for out_of_domain/not_present/duplicate."""
@@ -436,7 +450,7 @@ class Draft:
             value_units=self.value_units, value_ts=self.value_ts, counts=tuple(self.counts),
             recent_ids=struct.unpack(f"<{len(self.ids) // DIGEST_BYTES}Q", self.ids),
             left_ts=self.left_ts, held=tuple(tuple(h) for h in self.held),
-            offsets=tuple((k, p, o) for k, (p, o) in self.offsets.items()),
+            offsets=tuple(self.offsets or ()),
         )
 
 
