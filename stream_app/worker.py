@@ -221,12 +221,9 @@ class PufferfishApp:
         await writes.issue("changelog", self._send_changelog())
         if letters:
             await writes.issue("dead letter", self._send_dead_letters(letters))
-        if not len(writes):
-            return
         results = await writes.acknowledged()
-        changelog = results.get("changelog")
-        if changelog:
-            self._changelog_persisted(changelog)
+        if results.get("changelog"):
+            self._changelog_persisted(results["changelog"])
 
     async def _send_changelog(self) -> list[Any]:
         """One changelog record per user written in the batch (its last value), on the user's
