@@ -2,7 +2,8 @@
 
 Settings come from ``PUFFERFISH_*`` env vars and an optional JSON file (``--config`` or
 ``PUFFERFISH_CONFIG_FILE``). Missing topics are created first (stream_app.topics).
-SIGTERM / SIGINT stop the worker cleanly (Faust's worker handles both).
+SIGTERM / SIGINT stop the worker cleanly (Faust's worker handles both). A write the broker did
+not acknowledge stops it with exit status 75 (stream_app/write_acks.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from stream_app import diagnostics, log_safety
 from stream_app.config import load_settings
 from stream_app.settings import Settings
 from stream_app.topics import TopicSetupError, ensure_topics
+from stream_app.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED
 
 log = logging.getLogger("stream_app.runner")
 
@@ -53,8 +55,9 @@ def worker_class() -> type:
     return QuietWorker
 
 
-def run_worker(settings: Settings) -> None:
-    """Run one worker until SIGTERM/SIGINT (blocking)."""
+def run_worker(settings: Settings) -> int:
+    """Run one worker until SIGTERM/SIGINT (blocking). Returns the exit status: 0, or
+    EXIT_WRITE_NOT_ACKNOWLEDGED when it stopped on a write the broker did not acknowledge."""
     from stream_app.metrics import Metrics
     from stream_app.worker import PufferfishApp
 
@@ -76,8 +79,11 @@ def run_worker(settings: Settings) -> None:
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
+        if worker_app.write_failure is not None:
+            return EXIT_WRITE_NOT_ACKNOWLEDGED
         if exc.code not in (0, None):
             raise
+    return EXIT_WRITE_NOT_ACKNOWLEDGED if worker_app.write_failure is not None else 0
 
 
 def _error(message: str) -> int:
@@ -95,12 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
-        run_worker(settings)
+        return run_worker(settings)
     except (PufferfishInputError, TopicSetupError) as exc:
         return _error(str(exc))
     except KeyboardInterrupt:
         return 0
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,13 +11,17 @@ Delivery semantics (at-least-once; tansu has no transactions): reports are idemp
 report_id within the user's last ``dedup_window`` ids; membership events set presence
 absolutely, so replaying a suffix of the log ends in the same state; the two input topics are
 not ordered with respect to each other; "latest value" is the report with the newest ``ts``.
-A batch's records are acked (their offsets may be committed) only after its table writes and
-dead-letter sends were issued, and Faust flushes the producer before it commits offsets.
+A batch's records are acked (their offsets may be committed) only after the broker acknowledged
+every changelog and dead-letter record the batch produced (stream_app/write_acks.py). A record
+it did not acknowledge stops the worker (exit status 75) with the batch's records never acked,
+so its offsets are not committed and a restart processes the batch again (docs/design.md,
+"Delivery semantics").
 
 Hot path (docs/design.md, "Throughput"): a batch of up to ``batch_max_events`` records; each
 touched user is decoded once from the store, written once to the store (``users.data``: no
 per-write Faust bookkeeping) and sent once to the table's changelog with ``app.producer.send``
-on the user's input partition (the partition Faust itself would use), before the batch is acked.
+on the user's input partition (the partition Faust itself would use); the batch's sends are
+awaited together, before the batch is acked.
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ from stream_app.priors import checked_start
 from stream_app.release import Releaser
 from stream_app.settings import Settings
 from stream_app.state import EventRules, PartitionAggregate, UserState
+from stream_app.write_acks import (
+    PendingWrites,
+    WriteNotAcknowledged,
+    first_offsets,
+    hold_back,
+)
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +125,8 @@ class PufferfishApp:
                                schema=users_schema)
         # (user_id, value, input partition) of this batch's writes, sent by _send_changelog
         self._writes: list[tuple[str, bytes, int]] = []
+        # set when a batch's record was not acknowledged: the worker stops (runner: exit 75)
+        self.write_failure: WriteNotAcknowledged | None = None
         self.partials = app.Table("partials", default=None, partitions=1, schema=json_schema)
         self.releaser = Releaser(s, self.metrics, self.priors, self.latest_partials,
                                  self.owns_release)
@@ -191,15 +203,21 @@ class PufferfishApp:
         # Faust and aiokafka would build a record (measured -19 %). Reset it to ours.
         logging.getLogger().setLevel(self.settings.log_level.upper())
         s = self.settings
-        # take_events acks a batch's events (so their offsets may be committed) only when we
-        # ask for the next batch, i.e. after handle_batch has put their effects in the store
-        # and their changelog records were handed to the producer (Faust flushes it before
-        # it commits offsets).
+        # take_events acks a batch's events (so their offsets may be committed) when we ask
+        # for the next batch, or when the generator is closed (its ``finally``): a batch is
+        # asked past only once the broker acknowledged all of its writes, and a batch whose
+        # writes did not all succeed is held back so that no ack reaches the consumer.
         async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
             letters = self.handle_batch(events)
-            await self._send_changelog()
-            if letters:
-                await self._send_dead_letters(letters)
+            try:
+                await self._write_batch(letters)
+            except WriteNotAcknowledged as exc:
+                hold_back(events)
+                await self._stop_on_lost_write(exc, events)
+                raise
+            except BaseException:  # cancelled while waiting: unknown whether all were written
+                hold_back(events)
+                raise
 
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         token = _current_event.set(None)
@@ -208,34 +226,41 @@ class PufferfishApp:
         finally:
             _current_event.reset(token)
 
-    async def _send_changelog(self) -> None:
+    async def _write_batch(self, letters: DeadLetters) -> None:
+        """Send the batch's changelog and dead-letter records, then wait until the broker has
+        acknowledged every one (all in flight at once); WriteNotAcknowledged otherwise."""
+        writes = PendingWrites()
+        await writes.issue("changelog", self._send_changelog())
+        if letters:
+            await writes.issue("dead letter", self._send_dead_letters(letters))
+        results = await writes.acknowledged()
+        if results.get("changelog"):
+            self._changelog_persisted(results["changelog"])
+
+    async def _send_changelog(self) -> list[Any]:
         """One changelog record per user written in the batch (its last value), on the user's
-        input partition: what ``users[k] = v`` would send, without its per-write overhead."""
+        input partition: what ``users[k] = v`` would send, without its per-write overhead.
+        Returns the sends' futures."""
         writes, self._writes = self._writes, []
         if not writes:
-            return
+            return []
         # a user's records in one batch span two partitions only when its key moved
         # (ingest replays them): one record per (user, partition), the last value of each
         last = {(user_id, partition): value for user_id, value, partition in writes}
         topic = self.users.changelog_topic.get_topic_name()
-        producer = self.app.producer
-        for (user_id, partition), value in last.items():
-            fut: Any = await producer.send(topic, orjson.dumps(user_id), value, partition,
-                                           None, None)
-            fut.add_done_callback(self._on_changelog_sent)
+        send = self.app.producer.send
+        return [await send(topic, orjson.dumps(user_id), value, partition, None, None)
+                for (user_id, partition), value in last.items()]
 
-    def _on_changelog_sent(self, fut: asyncio.Future[Any]) -> None:
-        if fut.cancelled() or fut.exception() is not None:
-            self.metrics.broker_errors.inc()
-            exc = fut.exception() if not fut.cancelled() else None
-            log.error("changelog record not sent (%s)", type(exc).__name__)
-            return
-        res = fut.result()
-        # what Faust's table does: a persistent store (RocksDB) records the changelog offset
+    def _changelog_persisted(self, results: Sequence[Any]) -> None:
+        """What Faust's table does: a persistent store (RocksDB) records the changelog offset
+        (the newest of each changelog partition)."""
         store: Any = self.users.data
-        store.set_persisted_offset(res.topic_partition, res.offset)
+        for tp, offset in {res.topic_partition: res.offset for res in results}.items():
+            store.set_persisted_offset(tp, offset)
 
-    async def _send_dead_letters(self, letters: DeadLetters) -> None:
+    async def _send_dead_letters(self, letters: DeadLetters) -> list[Any]:
+        """Queue the dead letters; returns the sends' futures."""
         now = time.time()
         sends = [
             self.deadletter_topic.send(value=to_bytes(dead_letter(
@@ -243,10 +268,20 @@ class PufferfishApp:
                 offset=letter.offset, detail=letter.detail)))
             for letter in letters
         ]
-        for result in await asyncio.gather(*sends, return_exceptions=True):
-            if isinstance(result, BaseException):
-                self.metrics.broker_errors.inc()
-                log.error("dead letter not sent (%s)", type(result).__name__)
+        return list(await asyncio.gather(*sends))
+
+    async def _stop_on_lost_write(self, exc: WriteNotAcknowledged, events: Sequence[Any]
+                                  ) -> None:
+        """Stop the worker, non-zero (mode's crash: the worker stops, then exits 1; the
+        runner makes it 75). Faust commits acked offsets when it stops; the held-back batch is
+        never acked, so the commit ends before it. Waits until the shutdown cancels the agent:
+        asking for the next batch would ack this one."""
+        self.write_failure = exc
+        self.metrics.broker_errors.inc()
+        log.error("stopping the worker: %s; the input offsets from %s are not committed and "
+                  "are processed again after a restart", exc, first_offsets(events))
+        await self.app.crash(exc)
+        await asyncio.Event().wait()
 
     async def _expire_held(self) -> None:
         """Dead-letter (not_present) the held reports whose join_grace_seconds passed, on
@@ -260,9 +295,10 @@ class PufferfishApp:
             letters = self.ingest.expire_held(partitions)
         finally:
             _current_event.reset(token)
-        await self._send_changelog()
-        if letters:
-            await self._send_dead_letters(letters)
+        try:
+            await self._write_batch(letters)
+        except WriteNotAcknowledged as exc:  # the expiry is redone from the recovered state
+            await self._stop_on_lost_write(exc, ())
 
     # --- partials and ticks ---------------------------------------------------------------
     async def _publish_partials(self) -> None:

@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
         tap = ReleaseTap(truth, settings.grid_log2)
         stream_app.worker.PufferfishApp = _tapped_app_class(tap)  # type: ignore[misc]
         try:
-            run_worker(settings)
+            return run_worker(settings)
         except KeyboardInterrupt:
             pass
     return 0

@@ -147,6 +147,8 @@ def fresh_ports(env: Mapping[str, str]) -> dict[str, str]:
 class Worker:
     """One `python -m stream_app run` subprocess with its output captured in files."""
 
+    entry: tuple[str, ...] = ("-m", "stream_app", "run")  # what follows `python`
+
     def __init__(self, env: Mapping[str, str], log_dir: Path, name: str,
                  argv: Sequence[str] = ()) -> None:
         self.env = dict(env)
@@ -166,7 +168,7 @@ class Worker:
         err = open(self.stderr_path, "ab")  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "stream_app", "run", *self.argv],
+                [sys.executable, *self.entry, *self.argv],
                 cwd=str(REPO), env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True,
             )
