@@ -227,21 +227,25 @@ class PufferfishApp:
             _current_event.reset(token)
 
     async def _write_batch(self, letters: DeadLetters) -> None:
-        """Send the batch's changelog and dead-letter records, then wait until the broker has
-        acknowledged every one (all in flight at once); WriteNotAcknowledged otherwise."""
+        """Send the batch's dead letters, then its changelog records, and wait until the broker
+        has acknowledged every one; WriteNotAcknowledged otherwise. Dead letters are
+        acknowledged first: a user's stored state records the input offsets it reflects (a
+        replay skips them), so a dead letter must be written before that state is, or a crash
+        between the two would lose it (at least once, as before offsets were recorded)."""
+        changes, self._writes = self._writes, []  # this batch's (a timer may add others)
         writes = PendingWrites()
-        await writes.issue("changelog", self._send_changelog())
         if letters:
             await writes.issue("dead letter", self._send_dead_letters(letters))
+            await writes.acknowledged()
+        await writes.issue("changelog", self._send_changelog(changes))
         results = await writes.acknowledged()
         if results.get("changelog"):
             self._changelog_persisted(results["changelog"])
 
-    async def _send_changelog(self) -> list[Any]:
+    async def _send_changelog(self, writes: list[tuple[str, bytes, int]]) -> list[Any]:
         """One changelog record per user written in the batch (its last value), on the user's
         input partition: what ``users[k] = v`` would send, without its per-write overhead.
         Returns the sends' futures."""
-        writes, self._writes = self._writes, []
         if not writes:
             return []
         # a user's records in one batch span two partitions only when its key moved
