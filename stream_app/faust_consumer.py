@@ -12,14 +12,18 @@ each hop (input topic, partials topic) before a release can include it.
 
 The per-record hand-off keeps Faust's rebalance safety (a callback stuck on a full stream
 buffer, a suspended flow or producer back-pressure is abandoned when a rebalance suspends the
-flow) with one long-lived guard task instead of Faust's four tasks per record; a stall watch
-seeks back a partition whose records the client consumed but never handed over.
+flow) with one long-lived guard task instead of Faust's four tasks per record. The callback's
+first step runs inline, as Python 3.12's ``asyncio.eager_task_factory`` would; if it completes
+without suspending — the common case — no task is made at all. If it does suspend, the
+partly-run coroutine is resumed in a task the guard can cancel, so a rebalance still abandons
+it: the only callbacks that skip the guard are those that never gave the event loop a chance to
+run a rebalance in the middle of them.
 
-``drain_eager`` (off by default): the callback's first step runs inline, as Python 3.12's
-``asyncio.eager_task_factory`` would; if it completes without suspending — the common case — no
-task is made at all. If it does suspend, the partly-run coroutine is resumed in a task raced
-against the guard, so a rebalance still abandons it: the only callbacks that skip the race are
-those that never gave the event loop a chance to run a rebalance in the middle of them.
+Offset gaps (compaction, transaction markers) are handed over past without a seek unless the
+partition was sought since its batch's fetch began (stream_app/faust_offsets.py). A stall watch
+seeks back a partition whose records the client consumed but never handed over; it stays out of
+the way of a hand-off in progress, so it never makes the loop hand a record over twice. Every
+seek the consumer makes of its own counts in ``pufferfish_consumer_seeks_total``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from faust.types import TP, Message
 from mode import Service
 
 from stream_app.faust_offsets import ExpectedOffsets, Verdict
+from stream_app.metrics import CONSUMER_SEEKS
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +80,6 @@ class _Resumed:
 @dataclass(frozen=True)
 class ConsumerTuning:
     fetch_max_wait_ms: int = 1500  # Faust's own value
-    drain_eager: bool = False
 
 
 def tuning_of(app: Any) -> ConsumerTuning:
@@ -183,7 +187,6 @@ class PufferfishConsumer(AIOKafkaConsumer):
     # --- the drain loop (replaces Faust's Consumer._drain_messages) -------------------------
     async def _drain_messages(self, fetcher: Any) -> None:
         callback, expected = self.callback, self._expected
-        eager = tuning_of(self.app).drain_eager
         acks_enabled_for = self.app.topics.acks_enabled_for
         should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
         since_yield = 0
@@ -195,6 +198,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
                 if self.should_stop:
                     continue
                 skip: set[TP] = set()  # partitions sought back during this batch
+                stamp = expected.fetch_stamp()  # the fetch begins with the iteration
                 async for tp, message in batch:
                     since_yield += 1
                     if since_yield > 100:
@@ -203,23 +207,27 @@ class PufferfishConsumer(AIOKafkaConsumer):
                     if tp in skip:
                         continue
                     offset = message.offset
-                    verdict = expected.judge(tp, offset)
+                    verdict = expected.judge(tp, offset, stamp)
                     if verdict is Verdict.DROP:
                         continue
                     if verdict is Verdict.RESEEK:
                         skip.add(tp)
-                        self._seek_back(tp, expected.expected(tp), f"record {offset} "
-                                              "is past the next one expected")
+                        self._seek_back(tp, expected.expected(tp), f"record {offset} is past "
+                                        "the next one expected and the partition was sought "
+                                        "since the fetch began")
                         continue
+                    epoch = expected.epoch(tp)
                     if verdict is Verdict.GAP:
-                        start, end = expected.skip_gap(tp)
+                        start = expected.skip_gap(tp, offset)
                         if acks_enabled_for(message.topic):
-                            await self._add_gap(tp, start, end - 1)  # Faust's end is inclusive
+                            await self._add_gap(tp, start, offset - 1)  # Faust's end is inclusive
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    epoch = expected.epoch(tp)
-                    if await self._hand_over(callback(message), eager):
+                    if expected.epoch(tp) != epoch:
+                        skip.add(tp)  # sought while acknowledging or committing: stale now
+                        continue
+                    if await self._hand_over(callback(message)):
                         if expected.handed_over(tp, offset, epoch):
                             self._read_offset[tp] = offset
                         else:
@@ -240,28 +248,24 @@ class PufferfishConsumer(AIOKafkaConsumer):
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
 
-    async def _hand_over(self, coro: Any, eager: bool) -> bool:
+    async def _hand_over(self, coro: Any) -> bool:
         """Run the conductor's callback for one record unless the flow is suspended (or the
         consumer stops) first: Faust's rebalance safety. True when the callback completed.
 
         Faust waits for ``wait_first(callback, suspend_flow.wait())``: four tasks per record
         (the callback, the suspend wait, mode's stopped and crashed watchers) and three
-        cancellations. Here one long-lived guard task waits for those three events on behalf
-        of every record and, when one happens, cancels the hand-off in progress; a record
-        costs one task (none with ``drain_eager`` when the callback need not wait) and no
-        per-record ``asyncio.wait``."""
+        cancellations. Here the callback's first step runs inline; only a callback that has to
+        wait becomes a task, and one long-lived guard task waits for those three events on
+        behalf of every record and, when one happens, cancels the hand-off in progress."""
         guard = self._flow_guard()
         if guard.done() or self.suspend_flow.is_set():  # not even started (the loop seeks back)
             coro.close()
             return False
-        awaitable: Any = coro
-        if eager:
-            try:
-                first = coro.send(None)
-            except StopIteration:  # completed without suspending: no task needed
-                return True
-            awaitable = _Resumed(coro, first)
-        task = self._handing = asyncio.ensure_future(awaitable)
+        try:
+            first = coro.send(None)
+        except StopIteration:  # completed without suspending: no task needed
+            return True
+        task = self._handing = asyncio.ensure_future(_Resumed(coro, first))
         try:
             await task  # a callback error propagates, as in Faust
         except asyncio.CancelledError:
@@ -290,7 +294,9 @@ class PufferfishConsumer(AIOKafkaConsumer):
     @Service.task
     async def _watch_for_lost_records(self) -> None:
         """Every STALL_CHECK_SECONDS: seek back a partition whose records the Kafka client
-        consumed but that never reached the drain loop (faust_offsets.ExpectedOffsets.stalled)."""
+        consumed but that never reached the drain loop (faust_offsets.ExpectedOffsets.stalled).
+        Never while a hand-off is in progress: the record being handed over would be fetched
+        again and, its hand-off then completing, handed over a second time."""
         while not self.should_stop:
             await self.sleep(STALL_CHECK_SECONDS)
             if not self.flow_active or self.app.rebalancing:
@@ -303,6 +309,9 @@ class PufferfishConsumer(AIOKafkaConsumer):
                     position = await asyncio.wait_for(self._thread.position(tp), 5.0)
                 except Exception:  # noqa: BLE001 - a revoke or broker trouble: next time
                     continue
+                if self._handing is not None:  # checked after the await, right before seeking
+                    self._expected.busy()
+                    break
                 if position is not None and self._expected.stalled(tp, position):
                     self._seek_back(tp, want, f"the client is at offset {position} but "
                                           "nothing was handed over for "
@@ -335,6 +344,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
             return
         self._read_offset[tp] = offset if offset else None  # as Faust's seek
         self._expected.sought(tp, offset)
+        CONSUMER_SEEKS.inc()
 
 
 class PufferfishTransport(AIOKafkaTransport):
