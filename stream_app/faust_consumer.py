@@ -10,14 +10,7 @@ record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives
 that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
 each hop (input topic, partials topic) before a release can include it.
 
-The per-record hand-off keeps Faust's rebalance safety (a callback stuck on a full stream
-buffer, a suspended flow or producer back-pressure is abandoned when a rebalance suspends the
-flow) with one long-lived guard task instead of Faust's four tasks per record. The callback's
-first step runs inline, as Python 3.12's ``asyncio.eager_task_factory`` would; if it completes
-without suspending — the common case — no task is made at all. If it does suspend, the
-partly-run coroutine is resumed in a task the guard can cancel, so a rebalance still abandons
-it: the only callbacks that skip the guard are those that never gave the event loop a chance to
-run a rebalance in the middle of them.
+Each record is handed over by stream_app/faust_handoff.py (inline, abandoned on a rebalance).
 
 Offset gaps (compaction, transaction markers) are handed over past without a seek unless the
 partition was sought since its batch's fetch began (stream_app/faust_offsets.py). A stall watch
@@ -30,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine, Generator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,40 +34,13 @@ from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 from faust.types import TP, Message
 from mode import Service
 
+from stream_app.faust_handoff import GuardedHandOff
 from stream_app.faust_offsets import ExpectedOffsets, Verdict
 from stream_app.metrics import CONSUMER_SEEKS
 
 logger = logging.getLogger(__name__)
 
 STALL_CHECK_SECONDS = 5.0  # two checks in a row without a hand-off: fetch the partition again
-
-
-class _Resumed:
-    """Awaitable that continues a coroutine whose first step already ran and yielded `first`
-    (the future it waits on): what ``yield from`` would have done had the first step run
-    inside a task."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self.coro, self.first = coro, first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, pending = self.coro, self.first
-        while True:
-            try:
-                sent = yield pending
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - cancellation goes to the coroutine
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    pending = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
 
 
 @dataclass(frozen=True)
@@ -94,15 +60,13 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
 
-class PufferfishConsumer(AIOKafkaConsumer):
+class PufferfishConsumer(GuardedHandOff, AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (stream_app/faust_offsets.py:
     records are handed over in offset order, an abandoned hand-off is fetched again)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._expected = ExpectedOffsets()
-        self._guard: asyncio.Future[Any] | None = None
-        self._handing: asyncio.Future[Any] | None = None  # the hand-off the guard would abandon
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -247,49 +211,6 @@ class PufferfishConsumer(AIOKafkaConsumer):
             raise
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
-
-    async def _hand_over(self, coro: Any) -> bool:
-        """Run the conductor's callback for one record unless the flow is suspended (or the
-        consumer stops) first: Faust's rebalance safety. True when the callback completed.
-
-        Faust waits for ``wait_first(callback, suspend_flow.wait())``: four tasks per record
-        (the callback, the suspend wait, mode's stopped and crashed watchers) and three
-        cancellations. Here the callback's first step runs inline; only a callback that has to
-        wait becomes a task, and one long-lived guard task waits for those three events on
-        behalf of every record and, when one happens, cancels the hand-off in progress."""
-        guard = self._flow_guard()
-        if guard.done() or self.suspend_flow.is_set():  # not even started (the loop seeks back)
-            coro.close()
-            return False
-        try:
-            first = coro.send(None)
-        except StopIteration:  # completed without suspending: no task needed
-            return True
-        task = self._handing = asyncio.ensure_future(_Resumed(coro, first))
-        try:
-            await task  # a callback error propagates, as in Faust
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if me is not None and me.cancelling():
-                raise  # the drain loop itself is stopping (the hand-off was cancelled with it)
-            return False  # the guard abandoned it: a rebalance suspended the flow, or a stop
-        finally:
-            self._handing = None
-        return True
-
-    def _flow_guard(self) -> asyncio.Future[Any]:
-        """A task that ends when the flow is suspended or the consumer stops or crashes, and
-        then abandons the hand-off in progress; renewed once the flow runs again."""
-        guard = self._guard
-        if guard is None or (guard.done() and not self.suspend_flow.is_set()
-                             and not self.should_stop):
-            guard = self._guard = asyncio.ensure_future(self.wait_first(self.suspend_flow.wait()))
-            guard.add_done_callback(self._abandon_hand_off)
-        return guard
-
-    def _abandon_hand_off(self, guard: asyncio.Future[Any]) -> None:
-        if guard is self._guard and self._handing is not None:
-            self._handing.cancel()
 
     @Service.task
     async def _watch_for_lost_records(self) -> None:

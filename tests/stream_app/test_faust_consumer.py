@@ -1,8 +1,8 @@
-"""The worker's consumer (stream_app/faust_consumer.py): the hand-off runs the callback inline
-when it need not wait, and a callback that waits is still abandoned when the flow is suspended
-(Faust's rebalance safety); the stall watch; records Faust's getmany throws away are fetched
-again; consumer_fetch_max_wait_seconds reaches aiokafka's fetcher. The drain loop's scenarios,
-against Faust's own loop too: test_faust_drain_loops.py."""
+"""The worker's consumer (stream_app/faust_consumer.py, faust_handoff.py): the hand-off runs
+the callback inline when it need not wait, and a callback that waits is still abandoned when the
+flow is suspended (Faust's rebalance safety); the stall watch; records Faust's getmany throws
+away are fetched again; consumer_fetch_max_wait_seconds reaches aiokafka's fetcher. The drain
+loop's scenarios, against Faust's own loop too: test_faust_drain_loops.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from faust.types import TP
 
 import stream_app.faust_consumer as faust_consumer
 from stream_app.faust_app import new_app
-from stream_app.faust_consumer import PufferfishConsumer, _Resumed
+from stream_app.faust_consumer import PufferfishConsumer
+from stream_app.faust_handoff import Resumed
 from stream_app.settings import Settings
 from tests.stream_app.scripted_log import TP0, Record, ScriptedLog
 
@@ -31,7 +32,7 @@ async def test_resumed_continues_a_started_coroutine() -> None:
     coro = job()
     first = coro.send(None)
     assert first is gate
-    task = asyncio.ensure_future(_Resumed(coro, first))
+    task = asyncio.ensure_future(Resumed(coro, first))
     await asyncio.sleep(0)
     assert not task.done()
     gate.set_result(41)
@@ -50,7 +51,7 @@ async def test_resumed_passes_cancellation_into_the_coroutine() -> None:
             raise
 
     coro = job()
-    task = asyncio.ensure_future(_Resumed(coro, coro.send(None)))
+    task = asyncio.ensure_future(Resumed(coro, coro.send(None)))
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
