@@ -77,16 +77,31 @@ class PufferfishConsumer(GuardedHandOff, AIOKafkaConsumer):
         self._expected.sought(ensure_TP(partition), offset)
 
     async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
-        await super().seek_wait(partitions)
-        for tp, offset in partitions.items():
-            self._expected.sought(ensure_TP(tp), offset)
+        for tp in partitions:  # the seeks run in the client's thread, at a moment unknown here
+            self._expected.seek_begins(ensure_TP(tp))
+        try:
+            await super().seek_wait(partitions)
+        finally:
+            for tp, offset in partitions.items():
+                self._seek_ended(ensure_TP(tp), offset, True)
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
-        committed = await super().seek_to_committed()
-        for tp, offset in committed.items():
-            if offset and offset > 0:  # aiokafka seeks only these; the rest stay where they are
-                self._expected.sought(ensure_TP(tp), offset)
+        assigned = {ensure_TP(tp) for tp in self.assignment()}
+        for tp in assigned:
+            self._expected.seek_begins(tp)
+        committed: Mapping[TP, int] = {}
+        try:
+            committed = await super().seek_to_committed()
+        finally:
+            moved = {ensure_TP(tp): o for tp, o in committed.items() if o and o > 0}
+            for tp in assigned | set(moved):  # aiokafka seeks only those with an offset > 0
+                self._seek_ended(tp, moved.get(tp), tp in moved)
         return committed
+
+    def _seek_ended(self, tp: TP, offset: int | None, moved: bool) -> None:
+        again = self._expected.seek_ended(tp, offset, moved)
+        if again is not None:
+            self._seek_back(tp, again, "records came back while a seek ran in the client thread")
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         for tp in revoked:
@@ -173,6 +188,9 @@ class PufferfishConsumer(GuardedHandOff, AIOKafkaConsumer):
                     offset = message.offset
                     verdict = expected.judge(tp, offset, stamp)
                     if verdict is Verdict.DROP:
+                        continue
+                    if verdict is Verdict.WAIT:
+                        skip.add(tp)  # fetched again once the seek in flight is done
                         continue
                     if verdict is Verdict.RESEEK:
                         skip.add(tp)

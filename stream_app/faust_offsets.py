@@ -29,7 +29,10 @@ batch when the generation changes, and the records of a partition paused meanwhi
 seek to the committed offsets to fetch them again. No such seek moves a partition without a
 committed offset (a changelog, an input topic whose offsets were never committed) or one sought
 before the batch came back (table recovery seeks its changelogs to 0 first): its position stays
-past records nobody saw (``dropped`` says where to fetch such a partition again). A safety net,
+past records nobody saw (``dropped`` says where to fetch such a partition again). Seeks that
+Faust runs in the client's thread (``seek_wait``: table recovery; ``seek_to_committed``) land at
+a moment the loop cannot see: records of such a partition are skipped while one is in flight
+and the partition is fetched again once it is done (``seek_begins``, ``seek_ended``). A safety net,
 ``stalled``: a client fetch position past the expected offset while nothing is handed over; the
 loop seeks such a partition back once per (expected offset, position): a position that comes
 back to the same place after the fetch again is past a gap at the end of the log (a transaction
@@ -48,6 +51,7 @@ class Verdict(enum.Enum):
     DROP = "drop"        # before the expected offset: already handed over, or before a seek
     GAP = "gap"          # past it, no seek since the fetch began: acknowledge the gap, deliver
     RESEEK = "reseek"    # past it, sought since the fetch began: seek back, skip the rest
+    WAIT = "wait"        # a seek is in flight in the client thread: skip, fetch again after it
 
 
 class ExpectedOffsets:
@@ -59,6 +63,7 @@ class ExpectedOffsets:
         self._sought_at: dict[Hashable, int] = {}  # _serial at the partition's last seek
         self._behind: dict[Hashable, int] = {}  # expected offset at the last stall check
         self._stall_checked: dict[Hashable, tuple[int, int]] = {}  # (expected, position)
+        self._in_flight: dict[Hashable, int | None] = {}  # first record skipped meanwhile
 
     def fetch_stamp(self) -> int:
         """Taken before a fetch begins, given to ``judge`` for the records it returns."""
@@ -73,6 +78,10 @@ class ExpectedOffsets:
         return self._next.get(tp)
 
     def judge(self, tp: Hashable, offset: int, fetch_stamp: int) -> Verdict:
+        if tp in self._in_flight:
+            if self._in_flight[tp] is None:
+                self._in_flight[tp] = offset
+            return Verdict.WAIT
         want = self._next.get(tp)
         if want is None or offset == want:
             return Verdict.DELIVER
@@ -108,10 +117,31 @@ class ExpectedOffsets:
         expected offset when known (the loop's view of what was handed over), else `first`.
         None when the partition was sought or revoked since the fetch returned (`epoch`, taken
         then): that seek decides."""
+        if tp in self._in_flight:
+            if self._in_flight[tp] is None:
+                self._in_flight[tp] = first
+            return None  # seek_ended says where to fetch again
         if self._sought_at.get(tp, 0) != epoch:
             return None
         want = self._next.get(tp)
         return first if want is None else want
+
+    def seek_begins(self, tp: Hashable) -> None:
+        """A seek is about to run in the client's thread (Faust's ``seek_wait`` and
+        ``seek_to_committed``), at a moment the loop cannot know: a batch returned meanwhile may
+        come from before or after it, so its records are skipped until ``seek_ended``."""
+        self._in_flight.setdefault(tp, None)
+
+    def seek_ended(self, tp: Hashable, offset: int | None, moved: bool) -> int | None:
+        """The seek of ``seek_begins`` is done (`moved`: it set the position to `offset`).
+        Where to fetch again when records were skipped meanwhile (the client is past them)."""
+        skipped = self._in_flight.pop(tp, None)
+        if moved:
+            self.sought(tp, offset)
+        if skipped is None:
+            return None
+        want = self._next.get(tp)
+        return skipped if want is None else want
 
     def sought(self, tp: Hashable, offset: int | None) -> None:
         """A seek moved the partition's fetch position (None: to a position not known here)."""
@@ -121,6 +151,7 @@ class ExpectedOffsets:
 
     def forget(self, tp: Hashable) -> None:
         self._next.pop(tp, None)
+        self._in_flight.pop(tp, None)
         self._behind.pop(tp, None)
         self._stall_checked.pop(tp, None)
         self._serial += 1
@@ -133,7 +164,7 @@ class ExpectedOffsets:
         seeks back). Once per (expected offset, position): if the fetch again leaves the
         client at the same position with nothing handed over, the log has no record there."""
         want = self._next.get(tp)
-        if (want is None or position <= want
+        if (want is None or position <= want or tp in self._in_flight
                 or self._stall_checked.get(tp) == (want, position)):
             self._behind.pop(tp, None)
             return False

@@ -65,12 +65,29 @@ class ScriptedLog:
         consumer.callback = self._callback
         consumer.getmany = self._getmany
         consumer.assignment = lambda: set(self.assigned)
-        consumer._thread = SimpleNamespace(seek=self._seek, position=self._position)
+        self.seeks_in_thread = 0  # seek_wait calls still running
+        consumer._thread = SimpleNamespace(seek=self._seek, position=self._position,
+                                           seek_wait=self._seek_wait)
         consumer.app.topics.acks_enabled_for = lambda topic: acks
 
     def _seek(self, tp: TP, offset: int) -> None:
         self.seeks.append(offset)
         self.position = offset
+
+    async def _seek_wait(self, partitions: dict[TP, int]) -> None:
+        """As Faust's: the seek runs in the client thread and is waited for; the drain loop
+        can fetch meanwhile (here: right after the seek, before the wait ends)."""
+        self.seeks_in_thread += 1
+        try:
+            for tp, offset in partitions.items():
+                self._seek(tp, offset)
+                if offset > 0:
+                    self.consumer._read_offset[tp] = offset
+                else:
+                    self.consumer._read_offset.pop(tp, None)
+            await asyncio.sleep(0.05)
+        finally:
+            self.seeks_in_thread -= 1
 
     async def _position(self, tp: TP) -> int:
         return self.position
@@ -100,7 +117,8 @@ class ScriptedLog:
         if self.during_fetch is not None:
             hook, self.during_fetch = self.during_fetch, None
             await hook()  # e.g. a rebalance seeks while the fetched batch is on its way
-        if not batch and (self.position >= self.log_end or TP0 not in self.assigned):
+        done = self.position >= self.log_end and not self.seeks_in_thread
+        if not batch and (done or TP0 not in self.assigned):
             self.fetcher._stopped.set()  # caught up: the drain loop ends
             return
         for offset in batch:

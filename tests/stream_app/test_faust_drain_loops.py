@@ -29,6 +29,8 @@ LOSES_ABANDONED = ("Faust's loop advances past an abandoned hand-off: the record
                    "fetched again")
 GOES_ON_AFTER_SEEK = ("Faust's loop goes on with the rest of a batch fetched before a seek made "
                       "during a hand-off")
+SEEK_IN_THREAD = ("Faust's loop drops the records a seek in the client thread fetched again, "
+                  "as read already (its read offset is set over the seek's)")
 STALE_BATCH = ("Faust's loop hands over a batch fetched before a seek past the seek target and "
                "acknowledges the offsets in between as a gap")
 
@@ -188,6 +190,26 @@ async def test_an_abandoned_hand_off_of_a_revoked_partition_is_left_to_its_next_
     log.on_record = revoked_meanwhile
     await log.drain(loop)
     assert log.delivered == [0] and log.seeks == []
+
+
+@loops(stock_defect=SEEK_IN_THREAD)
+async def test_records_back_while_a_seek_runs_in_the_client_thread_are_fetched_after_it(
+    consumer: Any, loop: str
+) -> None:
+    """Table recovery seeks a changelog with ``seek_wait``, which runs in the client's thread
+    and is awaited: a batch from the new position can come back before the wait ends. Judged
+    against the old expected offset it was dropped, and nothing fetched it again."""
+    log = ScriptedLog(consumer, list(range(10)), max_records=4)
+    recovery: list[asyncio.Future[Any]] = []
+
+    async def recovery_seeks(offset: int) -> None:
+        if offset == 3 and not recovery:
+            recovery.append(asyncio.ensure_future(consumer.seek_wait({TP0: 0})))
+
+    log.on_record = recovery_seeks
+    await log.drain(loop)
+    await recovery[0]
+    assert log.delivered == [0, 1, 2, 3, *range(10)]
 
 
 # --- logs with gaps: as many fetches as Faust's own loop -------------------------------------

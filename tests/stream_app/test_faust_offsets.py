@@ -168,3 +168,25 @@ def test_a_seek_or_revoke_after_the_fetch_decides_over_dropped_records() -> None
     epoch = offsets.epoch(TP)
     offsets.forget(TP)
     assert offsets.dropped(TP, 5, epoch) is None
+
+
+def test_records_are_skipped_while_a_seek_runs_in_the_client_thread() -> None:
+    offsets = ExpectedOffsets()
+    offsets.handed_over(TP, 4)  # expects 5
+    offsets.seek_begins(TP)  # recovery seeks to 0 in the client thread
+    stamp = offsets.fetch_stamp()
+    assert offsets.judge(TP, 0, stamp) is Verdict.WAIT  # from after the seek? unknown here
+    assert offsets.judge(TP, 1, stamp) is Verdict.WAIT
+    assert offsets.stalled(TP, 9) is False and offsets.stalled(TP, 9) is False
+    assert offsets.seek_ended(TP, 0, moved=True) == 0  # fetch again from the seek target
+    assert offsets.expected(TP) == 0 and offsets.judge(TP, 0, stamp) is Verdict.DELIVER
+
+
+def test_a_seek_in_the_client_thread_with_nothing_skipped_needs_no_second_seek() -> None:
+    offsets = ExpectedOffsets()
+    offsets.seek_begins(TP)
+    assert offsets.seek_ended(TP, 3, moved=True) is None and offsets.expected(TP) == 3
+    offsets.handed_over(TP, 3)
+    offsets.seek_begins(TP)  # seek_to_committed without a committed offset: not moved
+    assert offsets.dropped(TP, 4, offsets.epoch(TP)) is None
+    assert offsets.seek_ended(TP, None, moved=False) == 4 and offsets.expected(TP) == 4
