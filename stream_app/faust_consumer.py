@@ -1,4 +1,4 @@
-"""The worker's Faust consumer: its own drain loop and two settings Faust does not expose
+"""The worker's Faust consumer: its own drain loop and a setting Faust does not expose
 (docs/design.md, "Throughput" and "Records are handed over in offset order").
 
 The drain loop replaces Faust's ``Consumer._drain_messages``: it hands a fetched record to the
@@ -10,7 +10,8 @@ record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives
 that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
 each hop (input topic, partials topic) before a release can include it.
 
-Each record is handed over by stream_app/faust_handoff.py (inline, abandoned on a rebalance).
+Each record is handed over by stream_app/faust_handoff.py (inline, abandoned on a rebalance);
+the fetch is Faust's ``getmany`` minus its silent drops (stream_app/faust_fetch.py).
 
 Offset gaps (compaction, transaction markers) are handed over past without a seek unless the
 partition was sought since its batch's fetch began (stream_app/faust_offsets.py). A stall watch
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,10 @@ from faust.transport.consumer import CONSUMER_FETCHING, ensure_TP
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
-from faust.types import TP, Message
+from faust.types import TP
 from mode import Service
 
+from stream_app.faust_fetch import RefetchingGetmany
 from stream_app.faust_handoff import GuardedHandOff
 from stream_app.faust_offsets import ExpectedOffsets, Verdict
 from stream_app.metrics import CONSUMER_SEEKS
@@ -60,7 +62,7 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
 
-class PufferfishConsumer(GuardedHandOff, AIOKafkaConsumer):
+class PufferfishConsumer(RefetchingGetmany, GuardedHandOff, AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (stream_app/faust_offsets.py:
     records are handed over in offset order, an abandoned hand-off is fetched again)."""
 
@@ -107,61 +109,6 @@ class PufferfishConsumer(GuardedHandOff, AIOKafkaConsumer):
         for tp in revoked:
             self._expected.forget(tp)
         await super().on_partitions_revoked(revoked)
-
-    # --- the fetch (Faust's Consumer.getmany, minus its silent drops) -----------------------
-    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
-        """Faust's ``getmany``, except that records it throws away are fetched again.
-
-        Faust drops a batch that comes back while the flow is stopped, the rest of a batch once
-        the generation changes, and the records of a partition no longer active (paused
-        meanwhile); the client's fetch position is past them all the same, and Faust counts on
-        its seek to the committed offsets to bring them back. That seek leaves alone a
-        partition without a committed offset — every changelog, an input topic not committed
-        yet — and comes too early for a partition sought before the batch came back: table
-        recovery seeks its changelogs to 0, a fetch begun before returns records 0..end and is
-        dropped, and recovery waits for ever for records the client has already consumed (a
-        worker rejoining after a broker restart). Here each such partition is sought back
-        (``ExpectedOffsets.dropped``: unless a seek or revoke since the fetch decides)."""
-        records, active_partitions = await self._wait_next_records(timeout)
-        if records is None or self.should_stop:
-            return
-        generation_id = self.app.consumer_generation_id
-        epochs = {tp: self._expected.epoch(tp) for tp in records}  # no await since the fetch
-        yielded: dict[TP, int] = {}
-        skipped: dict[TP, int] = {}  # first record of a partition no longer active
-        if self.flow_active:
-            to_message = self._to_message
-            for tp, record in self.scheduler.iterate(records):
-                if not self.flow_active or self.app.consumer_generation_id != generation_id:
-                    break
-                if (active_partitions is None or tp in active_partitions
-                        or tp in self._buffered_partitions):
-                    self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
-                    yielded[tp] = yielded.get(tp, 0) + 1
-                    yield tp, to_message(tp, record)
-                elif tp not in skipped:
-                    skipped[tp] = record.offset
-            self._fetch_dropped_again(records, yielded, skipped, epochs)
-        else:
-            self._fetch_dropped_again(records, yielded, skipped, epochs)
-            try:  # as Faust: back to the committed offsets (where there are some)
-                await self.perform_seek()
-            except Exception as exc:  # noqa: BLE001 - as in Faust
-                self.log.warning("exception performing seek when flow not active %r", exc)
-
-    def _fetch_dropped_again(self, records: Mapping[TP, Any], yielded: Mapping[TP, int],
-                             skipped: Mapping[TP, int], epochs: Mapping[TP, int]) -> None:
-        for tp, batch in records.items():
-            first = skipped.get(tp)
-            if first is None:
-                n = yielded.get(tp, 0)
-                if n >= len(batch):
-                    continue  # all of it reached the drain loop
-                first = batch[n].offset
-            target = self._expected.dropped(tp, first, epochs[tp])
-            if target is not None:
-                self._seek_back(ensure_TP(tp), target, f"Faust's getmany dropped records from "
-                                f"offset {first} (flow stopped, new generation or paused)")
 
     # --- the drain loop (replaces Faust's Consumer._drain_messages) -------------------------
     async def _drain_messages(self, fetcher: Any) -> None:
