@@ -69,7 +69,6 @@ def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
         setattr(app.conf, setting, False)
     app.consumer_tuning = ConsumerTuning(
         fetch_max_wait_ms=round(s.consumer_fetch_max_wait_seconds * 1000),
-        drain_eager=s.drain_eager,
     )
     return app
 

@@ -1,4 +1,4 @@
-"""The worker's Faust consumer: its own drain loop and two settings Faust does not expose
+"""The worker's Faust consumer: its own drain loop and a setting Faust does not expose
 (docs/design.md, "Throughput" and "Records are handed over in offset order").
 
 The drain loop replaces Faust's ``Consumer._drain_messages``: it hands a fetched record to the
@@ -10,23 +10,21 @@ record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives
 that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
 each hop (input topic, partials topic) before a release can include it.
 
-The per-record hand-off keeps Faust's rebalance safety (a callback stuck on a full stream
-buffer, a suspended flow or producer back-pressure is abandoned when a rebalance suspends the
-flow) with one long-lived guard task instead of Faust's four tasks per record; a stall watch
-seeks back a partition whose records the client consumed but never handed over.
+Each record is handed over by stream_app/faust_handoff.py (inline, abandoned on a rebalance);
+the fetch is Faust's ``getmany`` minus its silent drops (stream_app/faust_fetch.py).
 
-``drain_eager`` (off by default): the callback's first step runs inline, as Python 3.12's
-``asyncio.eager_task_factory`` would; if it completes without suspending — the common case — no
-task is made at all. If it does suspend, the partly-run coroutine is resumed in a task raced
-against the guard, so a rebalance still abandons it: the only callbacks that skip the race are
-those that never gave the event loop a chance to run a rebalance in the middle of them.
+Offset gaps (compaction, transaction markers) are handed over past without a seek unless the
+partition was sought since its batch's fetch began (stream_app/faust_offsets.py). A stall watch
+seeks back a partition whose records the client consumed but never handed over; it stays out of
+the way of a hand-off in progress, so it never makes the loop hand a record over twice. Every
+seek the consumer makes of its own counts in ``pufferfish_consumer_seeks_total``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine, Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,48 +32,22 @@ from faust.transport.consumer import CONSUMER_FETCHING, ensure_TP
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
-from faust.types import TP, Message
+from faust.types import TP
 from mode import Service
 
+from stream_app.faust_fetch import RefetchingGetmany
+from stream_app.faust_handoff import GuardedHandOff
 from stream_app.faust_offsets import ExpectedOffsets, Verdict
+from stream_app.metrics import CONSUMER_SEEKS
 
 logger = logging.getLogger(__name__)
 
 STALL_CHECK_SECONDS = 5.0  # two checks in a row without a hand-off: fetch the partition again
 
 
-class _Resumed:
-    """Awaitable that continues a coroutine whose first step already ran and yielded `first`
-    (the future it waits on): what ``yield from`` would have done had the first step run
-    inside a task."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self.coro, self.first = coro, first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, pending = self.coro, self.first
-        while True:
-            try:
-                sent = yield pending
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - cancellation goes to the coroutine
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    pending = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
 @dataclass(frozen=True)
 class ConsumerTuning:
     fetch_max_wait_ms: int = 1500  # Faust's own value
-    drain_eager: bool = False
 
 
 def tuning_of(app: Any) -> ConsumerTuning:
@@ -90,15 +62,13 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
 
-class PufferfishConsumer(AIOKafkaConsumer):
+class PufferfishConsumer(RefetchingGetmany, GuardedHandOff, AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (stream_app/faust_offsets.py:
     records are handed over in offset order, an abandoned hand-off is fetched again)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._expected = ExpectedOffsets()
-        self._guard: asyncio.Future[Any] | None = None
-        self._handing: asyncio.Future[Any] | None = None  # the hand-off the guard would abandon
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -109,81 +79,40 @@ class PufferfishConsumer(AIOKafkaConsumer):
         self._expected.sought(ensure_TP(partition), offset)
 
     async def seek_wait(self, partitions: Mapping[TP, int]) -> None:
-        await super().seek_wait(partitions)
-        for tp, offset in partitions.items():
-            self._expected.sought(ensure_TP(tp), offset)
+        for tp in partitions:  # the seeks run in the client's thread, at a moment unknown here
+            self._expected.seek_begins(ensure_TP(tp))
+        try:
+            await super().seek_wait(partitions)
+        finally:
+            for tp, offset in partitions.items():
+                self._seek_ended(ensure_TP(tp), offset, True)
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
-        committed = await super().seek_to_committed()
-        for tp, offset in committed.items():
-            if offset and offset > 0:  # aiokafka seeks only these; the rest stay where they are
-                self._expected.sought(ensure_TP(tp), offset)
+        assigned = {ensure_TP(tp) for tp in self.assignment()}
+        for tp in assigned:
+            self._expected.seek_begins(tp)
+        committed: Mapping[TP, int] = {}
+        try:
+            committed = await super().seek_to_committed()
+        finally:
+            moved = {ensure_TP(tp): o for tp, o in committed.items() if o and o > 0}
+            for tp in assigned | set(moved):  # aiokafka seeks only those with an offset > 0
+                self._seek_ended(tp, moved.get(tp), tp in moved)
         return committed
+
+    def _seek_ended(self, tp: TP, offset: int | None, moved: bool) -> None:
+        again = self._expected.seek_ended(tp, offset, moved)
+        if again is not None:
+            self._seek_back(tp, again, "records came back while a seek ran in the client thread")
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         for tp in revoked:
             self._expected.forget(tp)
         await super().on_partitions_revoked(revoked)
 
-    # --- the fetch (Faust's Consumer.getmany, minus its silent drops) -----------------------
-    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
-        """Faust's ``getmany``, except that records it throws away are fetched again.
-
-        Faust drops a batch that comes back while the flow is stopped, the rest of a batch once
-        the generation changes, and the records of a partition no longer active (paused
-        meanwhile); the client's fetch position is past them all the same, and Faust counts on
-        its seek to the committed offsets to bring them back. That seek leaves alone a
-        partition without a committed offset — every changelog, an input topic not committed
-        yet — and comes too early for a partition sought before the batch came back: table
-        recovery seeks its changelogs to 0, a fetch begun before returns records 0..end and is
-        dropped, and recovery waits for ever for records the client has already consumed (a
-        worker rejoining after a broker restart). Here each such partition is sought back
-        (``ExpectedOffsets.dropped``: unless a seek or revoke since the fetch decides)."""
-        records, active_partitions = await self._wait_next_records(timeout)
-        if records is None or self.should_stop:
-            return
-        generation_id = self.app.consumer_generation_id
-        epochs = {tp: self._expected.epoch(tp) for tp in records}  # no await since the fetch
-        yielded: dict[TP, int] = {}
-        skipped: dict[TP, int] = {}  # first record of a partition no longer active
-        if self.flow_active:
-            to_message = self._to_message
-            for tp, record in self.scheduler.iterate(records):
-                if not self.flow_active or self.app.consumer_generation_id != generation_id:
-                    break
-                if (active_partitions is None or tp in active_partitions
-                        or tp in self._buffered_partitions):
-                    self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
-                    yielded[tp] = yielded.get(tp, 0) + 1
-                    yield tp, to_message(tp, record)
-                elif tp not in skipped:
-                    skipped[tp] = record.offset
-            self._fetch_dropped_again(records, yielded, skipped, epochs)
-        else:
-            self._fetch_dropped_again(records, yielded, skipped, epochs)
-            try:  # as Faust: back to the committed offsets (where there are some)
-                await self.perform_seek()
-            except Exception as exc:  # noqa: BLE001 - as in Faust
-                self.log.warning("exception performing seek when flow not active %r", exc)
-
-    def _fetch_dropped_again(self, records: Mapping[TP, Any], yielded: Mapping[TP, int],
-                             skipped: Mapping[TP, int], epochs: Mapping[TP, int]) -> None:
-        for tp, batch in records.items():
-            first = skipped.get(tp)
-            if first is None:
-                n = yielded.get(tp, 0)
-                if n >= len(batch):
-                    continue  # all of it reached the drain loop
-                first = batch[n].offset
-            target = self._expected.dropped(tp, first, epochs[tp])
-            if target is not None:
-                self._seek_back(ensure_TP(tp), target, f"Faust's getmany dropped records from "
-                                f"offset {first} (flow stopped, new generation or paused)")
-
     # --- the drain loop (replaces Faust's Consumer._drain_messages) -------------------------
     async def _drain_messages(self, fetcher: Any) -> None:
         callback, expected = self.callback, self._expected
-        eager = tuning_of(self.app).drain_eager
         acks_enabled_for = self.app.topics.acks_enabled_for
         should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
         since_yield = 0
@@ -195,6 +124,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
                 if self.should_stop:
                     continue
                 skip: set[TP] = set()  # partitions sought back during this batch
+                stamp = expected.fetch_stamp()  # the fetch begins with the iteration
                 async for tp, message in batch:
                     since_yield += 1
                     if since_yield > 100:
@@ -203,23 +133,30 @@ class PufferfishConsumer(AIOKafkaConsumer):
                     if tp in skip:
                         continue
                     offset = message.offset
-                    verdict = expected.judge(tp, offset)
+                    verdict = expected.judge(tp, offset, stamp)
                     if verdict is Verdict.DROP:
+                        continue
+                    if verdict is Verdict.WAIT:
+                        skip.add(tp)  # fetched again once the seek in flight is done
                         continue
                     if verdict is Verdict.RESEEK:
                         skip.add(tp)
-                        self._seek_back(tp, expected.expected(tp), f"record {offset} "
-                                              "is past the next one expected")
+                        self._seek_back(tp, expected.expected(tp), f"record {offset} is past "
+                                        "the next one expected and the partition was sought "
+                                        "since the fetch began")
                         continue
+                    epoch = expected.epoch(tp)
                     if verdict is Verdict.GAP:
-                        start, end = expected.skip_gap(tp)
+                        start = expected.skip_gap(tp, offset)
                         if acks_enabled_for(message.topic):
-                            await self._add_gap(tp, start, end - 1)  # Faust's end is inclusive
+                            await self._add_gap(tp, start, offset - 1)  # Faust's end is inclusive
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    epoch = expected.epoch(tp)
-                    if await self._hand_over(callback(message), eager):
+                    if expected.epoch(tp) != epoch:
+                        skip.add(tp)  # sought while acknowledging or committing: stale now
+                        continue
+                    if await self._hand_over(callback(message)):
                         if expected.handed_over(tp, offset, epoch):
                             self._read_offset[tp] = offset
                         else:
@@ -240,57 +177,12 @@ class PufferfishConsumer(AIOKafkaConsumer):
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
 
-    async def _hand_over(self, coro: Any, eager: bool) -> bool:
-        """Run the conductor's callback for one record unless the flow is suspended (or the
-        consumer stops) first: Faust's rebalance safety. True when the callback completed.
-
-        Faust waits for ``wait_first(callback, suspend_flow.wait())``: four tasks per record
-        (the callback, the suspend wait, mode's stopped and crashed watchers) and three
-        cancellations. Here one long-lived guard task waits for those three events on behalf
-        of every record and, when one happens, cancels the hand-off in progress; a record
-        costs one task (none with ``drain_eager`` when the callback need not wait) and no
-        per-record ``asyncio.wait``."""
-        guard = self._flow_guard()
-        if guard.done() or self.suspend_flow.is_set():  # not even started (the loop seeks back)
-            coro.close()
-            return False
-        awaitable: Any = coro
-        if eager:
-            try:
-                first = coro.send(None)
-            except StopIteration:  # completed without suspending: no task needed
-                return True
-            awaitable = _Resumed(coro, first)
-        task = self._handing = asyncio.ensure_future(awaitable)
-        try:
-            await task  # a callback error propagates, as in Faust
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if me is not None and me.cancelling():
-                raise  # the drain loop itself is stopping (the hand-off was cancelled with it)
-            return False  # the guard abandoned it: a rebalance suspended the flow, or a stop
-        finally:
-            self._handing = None
-        return True
-
-    def _flow_guard(self) -> asyncio.Future[Any]:
-        """A task that ends when the flow is suspended or the consumer stops or crashes, and
-        then abandons the hand-off in progress; renewed once the flow runs again."""
-        guard = self._guard
-        if guard is None or (guard.done() and not self.suspend_flow.is_set()
-                             and not self.should_stop):
-            guard = self._guard = asyncio.ensure_future(self.wait_first(self.suspend_flow.wait()))
-            guard.add_done_callback(self._abandon_hand_off)
-        return guard
-
-    def _abandon_hand_off(self, guard: asyncio.Future[Any]) -> None:
-        if guard is self._guard and self._handing is not None:
-            self._handing.cancel()
-
     @Service.task
     async def _watch_for_lost_records(self) -> None:
         """Every STALL_CHECK_SECONDS: seek back a partition whose records the Kafka client
-        consumed but that never reached the drain loop (faust_offsets.ExpectedOffsets.stalled)."""
+        consumed but that never reached the drain loop (faust_offsets.ExpectedOffsets.stalled).
+        Never while a hand-off is in progress: the record being handed over would be fetched
+        again and, its hand-off then completing, handed over a second time."""
         while not self.should_stop:
             await self.sleep(STALL_CHECK_SECONDS)
             if not self.flow_active or self.app.rebalancing:
@@ -303,6 +195,9 @@ class PufferfishConsumer(AIOKafkaConsumer):
                     position = await asyncio.wait_for(self._thread.position(tp), 5.0)
                 except Exception:  # noqa: BLE001 - a revoke or broker trouble: next time
                     continue
+                if self._handing is not None:  # checked after the await, right before seeking
+                    self._expected.busy()
+                    break
                 if position is not None and self._expected.stalled(tp, position):
                     self._seek_back(tp, want, f"the client is at offset {position} but "
                                           "nothing was handed over for "
@@ -335,6 +230,7 @@ class PufferfishConsumer(AIOKafkaConsumer):
             return
         self._read_offset[tp] = offset if offset else None  # as Faust's seek
         self._expected.sought(tp, offset)
+        CONSUMER_SEEKS.inc()
 
 
 class PufferfishTransport(AIOKafkaTransport):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 # (sample name, sorted label pairs) -> value
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -57,7 +59,34 @@ METRIC_NAMES = (
     "pufferfish_events_ignored_total",
     "pufferfish_reports_held",
     "pufferfish_reports_held_limit",
+    "pufferfish_consumer_seeks_total",
 )
+
+
+class ProcessCount:
+    """A count kept where no Metrics is at hand (Faust builds the consumer), shown by every
+    Metrics registry of the process (one worker per process outside tests)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self) -> None:
+        self.value += 1
+
+
+# seeks the worker's consumer made of its own, to fetch records again (faust_consumer.py)
+CONSUMER_SEEKS = ProcessCount()
+
+
+class _ProcessCounter(Collector):
+    def __init__(self, name: str, documentation: str, count: ProcessCount) -> None:
+        self.name, self.documentation, self.count = name, documentation, count
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.documentation, value=self.count.value)
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.documentation)
 
 
 @dataclass
@@ -164,6 +193,10 @@ class Metrics:
         )
         for reason in IGNORE_REASONS:
             m.events_ignored.labels(reason=reason)
+        reg.register(_ProcessCounter(
+            "pufferfish_consumer_seeks",
+            "Seeks the consumer made to fetch records again (gap after a seek, abandoned "
+            "hand-off, records dropped by Faust or lost, stream buffer wiped)", CONSUMER_SEEKS))
         for kind in EVENT_KINDS:
             m.events_consumed.labels(kind=kind)
         for reason in REJECT_REASONS:

@@ -137,10 +137,6 @@ class Settings(BaseSettings):
     broker_commit_interval_seconds: float = Field(default=2.8, gt=0, le=86400)
     # The worker's event loop: uvloop (faster) or Python's asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
-    # Run each fetched record's hand-off to the stream eagerly, without Faust's two tasks per
-    # record when it need not wait (stream_app/eager_drain.py; off by default: it replaces a
-    # Faust internal, docs/design.md "Throughput").
-    drain_eager: bool = False
     # How long the broker may hold a fetch that finds nothing new (Faust's fixed 1.5 s). A real
     # Kafka answers as soon as a record arrives; tansu holds idle fetches this long: 0.1 there.
     consumer_fetch_max_wait_seconds: float = Field(default=1.5, gt=0, le=30)

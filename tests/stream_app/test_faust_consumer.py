@@ -1,21 +1,24 @@
-"""The worker's consumer (stream_app/faust_consumer.py). Its drain loop hands records over in
-offset order and fetches again what a rebalance abandoned; drain_eager: the callback runs inline
-when it need not wait, and a callback that waits is still abandoned when the flow is suspended
-(Faust's rebalance safety). consumer_fetch_max_wait_seconds reaches aiokafka's fetcher."""
+"""The worker's consumer (stream_app/faust_consumer.py, faust_handoff.py): the hand-off runs
+the callback inline when it need not wait, and a callback that waits is still abandoned when the
+flow is suspended (Faust's rebalance safety); the stall watch; records Faust's getmany throws
+away are fetched again; consumer_fetch_max_wait_seconds reaches aiokafka's fetcher. The drain
+loop's scenarios, against Faust's own loop too: test_faust_drain_loops.py."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from faust.types import TP
 
+import stream_app.faust_consumer as faust_consumer
 from stream_app.faust_app import new_app
-from stream_app.faust_consumer import PufferfishConsumer, _Resumed
+from stream_app.faust_consumer import PufferfishConsumer
+from stream_app.faust_handoff import Resumed
 from stream_app.settings import Settings
+from tests.stream_app.scripted_log import TP0, Record, ScriptedLog
 
 
 async def test_resumed_continues_a_started_coroutine() -> None:
@@ -29,7 +32,7 @@ async def test_resumed_continues_a_started_coroutine() -> None:
     coro = job()
     first = coro.send(None)
     assert first is gate
-    task = asyncio.ensure_future(_Resumed(coro, first))
+    task = asyncio.ensure_future(Resumed(coro, first))
     await asyncio.sleep(0)
     assert not task.done()
     gate.set_result(41)
@@ -48,7 +51,7 @@ async def test_resumed_passes_cancellation_into_the_coroutine() -> None:
             raise
 
     coro = job()
-    task = asyncio.ensure_future(_Resumed(coro, coro.send(None)))
+    task = asyncio.ensure_future(Resumed(coro, coro.send(None)))
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -63,7 +66,7 @@ def _app(**settings: Any) -> Any:
 
 @pytest.fixture
 async def consumer() -> Any:
-    cons = _app(drain_eager=True).consumer
+    cons = _app().consumer
     assert isinstance(cons, PufferfishConsumer)
     return cons
 
@@ -76,7 +79,7 @@ async def test_a_callback_that_need_not_wait_runs_inline(consumer: Any) -> None:
         ran_in.append(asyncio.current_task())
         return "done"
 
-    result = await consumer._hand_over(callback(), True)
+    result = await consumer._hand_over(callback())
     assert ran_in == [caller]  # no task was made for it
     assert result is True
 
@@ -89,7 +92,7 @@ async def test_a_waiting_callback_completes_in_wait_first(consumer: Any) -> None
         return "late"
 
     waiting = asyncio.ensure_future(
-        consumer._hand_over(callback(), True))
+        consumer._hand_over(callback()))
     await asyncio.sleep(0.01)
     assert not waiting.done()
     gate.set()
@@ -109,7 +112,7 @@ async def test_a_waiting_callback_is_abandoned_when_the_flow_is_suspended(consum
 
     consumer.suspend_flow.clear()
     waiting = asyncio.ensure_future(
-        consumer._hand_over(callback(), True))
+        consumer._hand_over(callback()))
     await asyncio.sleep(0.01)
     consumer.suspend_flow.set()  # a rebalance starts
     result = await asyncio.wait_for(waiting, 5)
@@ -123,19 +126,7 @@ async def test_a_callback_error_propagates(consumer: Any) -> None:
         raise ValueError("bad record")
 
     with pytest.raises(ValueError, match="bad record"):
-        await consumer._hand_over(callback(), True)
-
-
-async def test_off_by_default_the_callback_runs_in_a_task_as_in_faust() -> None:
-    cons = _app().consumer
-    caller = asyncio.current_task()
-    ran_in: list[Any] = []
-
-    async def callback() -> None:
-        ran_in.append(asyncio.current_task())
-
-    await cons._hand_over(callback(), False)
-    assert ran_in and ran_in[0] is not caller  # Faust ran it in a task of its own
+        await consumer._hand_over(callback())
 
 
 @pytest.mark.parametrize(("seconds", "expected_ms"), [(None, 1500), (0.1, 100), (2.0, 2000)])
@@ -149,163 +140,9 @@ async def test_fetch_max_wait_reaches_the_fetcher_settings(
     await raw.stop()
 
 
-# --- the drain loop: records in offset order, nothing abandoned is lost ----------------------
-
-TP0 = TP("reports", 0)
-
-
-@dataclass
-class _Record:
-    offset: int
-    topic: str = "reports"
-    key: bytes = b"u"
-    value: bytes = b"{}"
-
-
-class _Drain:
-    """Runs the consumer's drain loop over scripted fetches, with a seek that only records."""
-
-    def __init__(self, consumer: Any, batches: list[list[int]]) -> None:
-        self.consumer, self.batches = consumer, list(batches)
-        self.delivered: list[int] = []
-        self.seeks: list[tuple[TP, int]] = []
-        self.assigned = {TP0}
-        self.fetcher = SimpleNamespace(_stopped=asyncio.Event())
-        self.on_record: Any = None
-        consumer.callback = self._callback
-        consumer.getmany = self._getmany
-        consumer.assignment = lambda: set(self.assigned)
-        consumer._thread = SimpleNamespace(seek=self._seek)
-        consumer.app.topics.acks_enabled_for = lambda topic: True
-
-    async def _callback(self, message: _Record) -> None:
-        if self.on_record is not None:
-            await self.on_record(message.offset)
-        self.delivered.append(message.offset)
-
-    async def _getmany(self, timeout: float) -> Any:
-        if not self.batches:
-            self.fetcher._stopped.set()
-            return
-        for offset in self.batches.pop(0):
-            yield TP0, _Record(offset)
-
-    def _seek(self, tp: TP, offset: int) -> None:
-        self.seeks.append((tp, offset))
-
-    def resume_flow_before_each_fetch(self) -> None:
-        """A flow suspended by a rebalance runs again before the next fetch."""
-        original = self._getmany
-
-        async def resume_then_fetch(timeout: float) -> Any:
-            self.consumer.suspend_flow.clear()
-            async for item in original(timeout):
-                yield item
-
-        self.consumer.getmany = resume_then_fetch
-
-    async def run(self) -> None:
-        await asyncio.wait_for(self.consumer._drain_messages(self.fetcher), 10)
-
-
-@pytest.fixture(params=[False, True], ids=["faust-step", "eager"])
-async def drained(request: pytest.FixtureRequest) -> Any:
-    return _app(drain_eager=request.param).consumer
-
-
-async def test_records_are_handed_over_once_in_order(drained: Any) -> None:
-    drain = _Drain(drained, [[0, 1, 2], [1, 2, 3], [4]])
-    await drain.run()
-    assert drain.delivered == [0, 1, 2, 3, 4] and drain.seeks == []
-
-
-async def test_a_batch_fetched_before_a_seek_is_not_handed_over_past_it(drained: Any) -> None:
-    # a rebalance seeks back to the committed offset 2 while offset 4 is being handed over;
-    # Faust's loop would go on with 5 and 6, acknowledge 3..4 as a gap and drop the re-fetch
-    drain = _Drain(drained, [[0, 1, 2, 3], [4, 5, 6], [2, 3, 4, 5, 6]])
-
-    async def rebalance(offset: int) -> None:
-        if offset == 4 and not drain.seeks:
-            await drained.seek(TP0, 2)
-
-    drain.on_record = rebalance
-    await drain.run()
-    assert drain.delivered == [0, 1, 2, 3, 4, 2, 3, 4, 5, 6]
-    assert drain.seeks == [(TP0, 2)] and not drained._gap[TP0]
-
-
-async def test_an_abandoned_hand_off_is_fetched_again(drained: Any) -> None:
-    stuck = asyncio.Event()
-    drain = _Drain(drained, [[0, 1], [2, 3], [2, 3]])
-
-    async def full_buffer(offset: int) -> None:
-        if offset == 2 and not drain.seeks:
-            drained.suspend_flow.set()  # a rebalance suspends the flow meanwhile
-            await stuck.wait()
-
-    drain.on_record = full_buffer
-    drain.resume_flow_before_each_fetch()
-    await drain.run()
-    assert drain.seeks == [(TP0, 2)]  # 3 was skipped with it, not handed over ahead of it
-    assert drain.delivered == [0, 1, 2, 3]
-
-
-async def test_a_record_wiped_after_its_hand_off_is_handed_over_again(drained: Any) -> None:
-    """Faust's flow control empties the stream buffer after the record's hand-off completed
-    but before the loop went on; the refetch seeks to that very record (the proof run's stuck
-    restart: advancing past it dropped the fresh copy and nothing noticed)."""
-    drain = _Drain(drained, [[0, 1, 2], [2, 3]])
-
-    async def wiped(offset: int) -> None:
-        if offset == 2 and not drain.seeks:
-            drained.refetch({TP0: 2}, "the stream buffer was emptied")
-
-    drain.on_record = wiped
-    await drain.run()
-    assert drain.seeks == [(TP0, 2)]
-    assert drain.delivered == [0, 1, 2, 2, 3]  # the wiped copy, then the fresh one
-
-
-async def test_an_abandoned_hand_off_leaves_a_seek_made_meanwhile_alone(drained: Any) -> None:
-    """A rebalance seeks to the committed offset 1 and suspends the flow while 3 is being
-    handed over: seeking back to 3 would skip 1 and 2."""
-    drain = _Drain(drained, [[0, 1, 2, 3], [1, 2, 3]])
-
-    async def rebalance(offset: int) -> None:
-        if offset == 3 and not drain.seeks:
-            await drained.seek(TP0, 1)
-            drained.suspend_flow.set()
-            await asyncio.Event().wait()
-
-    drain.on_record = rebalance
-    drain.resume_flow_before_each_fetch()
-    await drain.run()
-    assert drain.delivered == [0, 1, 2, 1, 2, 3]
-
-
-async def test_an_abandoned_hand_off_of_a_revoked_partition_is_left_to_its_next_owner(
-    drained: Any,
-) -> None:
-    drain = _Drain(drained, [[0, 1]])
-
-    async def revoked_meanwhile(offset: int) -> None:
-        if offset == 1:
-            drain.assigned.clear()
-            drained.suspend_flow.set()
-            await asyncio.Event().wait()
-
-    drain.on_record = revoked_meanwhile
-    await drain.run()
-    assert drain.delivered == [0] and drain.seeks == []
-
-
-async def test_a_real_hole_is_checked_once_then_acknowledged(drained: Any) -> None:
-    drain = _Drain(drained, [[0, 1, 2], [5, 6], [5, 6], [7]])
-    await drain.run()
-    assert drain.delivered == [0, 1, 2, 5, 6, 7]
-    assert drain.seeks == [(TP0, 3)]  # once: the fetch from 3 started at 5 again
-    gap = drained._gap[TP0]
-    assert {o for iv in gap for o in range(iv.begin, iv.end)} == {3, 4}
+@pytest.fixture
+async def drained() -> Any:
+    return _app().consumer
 
 
 async def test_stopping_the_drain_cancels_a_hand_off_in_progress(drained: Any) -> None:
@@ -318,7 +155,7 @@ async def test_stopping_the_drain_cancels_a_hand_off_in_progress(drained: Any) -
             seen.append("cancelled")
             raise
 
-    waiting = asyncio.ensure_future(drained._hand_over(callback(), False))
+    waiting = asyncio.ensure_future(drained._hand_over(callback()))
     await asyncio.sleep(0.01)
     waiting.cancel()  # the fetcher stops
     with pytest.raises(asyncio.CancelledError):
@@ -335,51 +172,88 @@ async def test_a_suspended_flow_abandons_without_starting_until_it_resumes(drain
 
     drained.suspend_flow.set()
     await asyncio.sleep(0)
-    assert await drained._hand_over(callback(1), True) is False
+    assert await drained._hand_over(callback(1)) is False
     drained.suspend_flow.clear()
-    assert await drained._hand_over(callback(2), False) is True
+    assert await drained._hand_over(callback(2)) is True
     assert ran == [2]
+
+
+# --- the stall watch ---------------------------------------------------------------------
+
+CHECK = 0.01  # STALL_CHECK_SECONDS in these tests
+
+
+def _watch(consumer: Any, monkeypatch: pytest.MonkeyPatch) -> asyncio.Future[Any]:
+    monkeypatch.setattr(faust_consumer, "STALL_CHECK_SECONDS", CHECK)
+    return asyncio.ensure_future(consumer._watch_for_lost_records(consumer))
 
 
 async def test_records_the_client_consumed_but_never_handed_over_are_fetched_again(
     drained: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import stream_app.faust_consumer as fc
-
-    monkeypatch.setattr(fc, "STALL_CHECK_SECONDS", 0.01)
-    drain = _Drain(drained, [])
+    log = ScriptedLog(drained, [0, 1, 2])
     drained._expected.sought(TP0, 1)
-    positions = {TP0: 2}  # the client consumed offset 1; the loop never saw it
-
-    async def position(tp: TP) -> int:
-        return positions[tp]
-
-    drained._thread.position = position
-    watch = asyncio.ensure_future(drained._watch_for_lost_records(drained))
+    log.position = 2  # the client consumed offset 1; the loop never saw it
+    watch = _watch(drained, monkeypatch)
     try:
-        await asyncio.wait_for(_until(lambda: drain.seeks), 5)
+        await asyncio.wait_for(_until(lambda: log.seeks), 5)
     finally:
         watch.cancel()
-    assert drain.seeks[0] == (TP0, 1)
+    assert log.seeks[0] == 1
 
 
 async def test_a_client_that_is_caught_up_is_left_alone(
     drained: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import stream_app.faust_consumer as fc
-
-    monkeypatch.setattr(fc, "STALL_CHECK_SECONDS", 0.01)
-    drain = _Drain(drained, [])
+    log = ScriptedLog(drained, [0, 1, 2])
     drained._expected.sought(TP0, 2)
-
-    async def position(tp: TP) -> int:
-        return 2
-
-    drained._thread.position = position
-    watch = asyncio.ensure_future(drained._watch_for_lost_records(drained))
-    await asyncio.sleep(0.2)
+    log.position = 2
+    watch = _watch(drained, monkeypatch)
+    await asyncio.sleep(20 * CHECK)
     watch.cancel()
-    assert drain.seeks == []
+    assert log.seeks == []
+
+
+async def test_a_stall_check_during_a_slow_hand_off_hands_nothing_over_twice(
+    drained: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-off of 1 waits (a full stream buffer) for many stall checks while the client is
+    past it. Seeking back then fetched 1 again and, its first hand-off completing, handed it
+    over a second time."""
+    log = ScriptedLog(drained, list(range(4)), max_records=4)
+    checks_seen = asyncio.Event()
+
+    async def slow(offset: int) -> None:
+        if offset == 1 and not checks_seen.is_set():
+            await asyncio.sleep(30 * CHECK)  # about 15 stall checks
+            checks_seen.set()
+
+    log.on_record = slow
+    watch = _watch(drained, monkeypatch)
+    try:
+        await log.drain("ours")
+    finally:
+        watch.cancel()
+    assert log.delivered == [0, 1, 2, 3] and log.seeks == []
+
+
+async def test_a_gap_at_the_end_of_the_log_is_sought_back_once(
+    drained: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction marker after the last record leaves the client one past the expected
+    offset while nothing is left to hand over: one seek back shows nothing is there."""
+    log = ScriptedLog(drained, [0, 1, 2], log_end=4)
+    await log.drain("ours")
+    assert log.position == 4 and drained._expected.expected(TP0) == 3
+
+    async def fetched_again(tp: Any) -> int:
+        return 4  # a fetch after the seek back passes the marker again
+
+    drained._thread.position = fetched_again
+    watch = _watch(drained, monkeypatch)
+    await asyncio.sleep(30 * CHECK)
+    watch.cancel()
+    assert log.seeks == [3]
 
 
 async def _until(condition: Any) -> None:
@@ -399,7 +273,7 @@ class _Fetch:
                  active: set[TP] | None = None) -> None:
         self.consumer = consumer
         self.seeks: list[tuple[TP, int]] = []
-        batch = {tp: [_Record(o, topic=tp.topic) for o in offs] for tp, offs in records.items()}
+        batch = {tp: [Record(o, topic=tp.topic) for o in offs] for tp, offs in records.items()}
         active = set(records) if active is None else active
 
         async def wait_next_records(timeout: float) -> Any:

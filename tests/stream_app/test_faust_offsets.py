@@ -9,43 +9,58 @@ TP = ("reports", 0)
 
 def test_an_unknown_position_takes_any_record_then_expects_the_next() -> None:
     offsets = ExpectedOffsets()
-    assert offsets.judge(TP, 7) is Verdict.DELIVER
+    stamp = offsets.fetch_stamp()
+    assert offsets.judge(TP, 7, stamp) is Verdict.DELIVER
     assert offsets.handed_over(TP, 7) is True
     assert offsets.expected(TP) == 8
-    assert offsets.judge(TP, 8) is Verdict.DELIVER
+    assert offsets.judge(TP, 8, stamp) is Verdict.DELIVER
 
 
 def test_a_record_before_the_expected_one_is_dropped() -> None:
     offsets = ExpectedOffsets()
     offsets.handed_over(TP, 4)
-    assert offsets.judge(TP, 4) is Verdict.DROP and offsets.judge(TP, 0) is Verdict.DROP
+    stamp = offsets.fetch_stamp()
+    assert offsets.judge(TP, 4, stamp) is Verdict.DROP
+    assert offsets.judge(TP, 0, stamp) is Verdict.DROP
 
 
-def test_a_hole_is_sought_back_once_and_acknowledged_when_it_comes_back() -> None:
+def test_a_gap_in_a_fetch_begun_after_the_last_seek_is_handed_over_past() -> None:
     offsets = ExpectedOffsets()
     offsets.sought(TP, 3)
-    assert offsets.judge(TP, 6) is Verdict.RESEEK
-    assert offsets.judge(TP, 6) is Verdict.GAP  # the fetch from 3 started at 6 again: real
-    assert offsets.skip_gap(TP) == (3, 6)
-    offsets.handed_over(TP, 6)
-    assert offsets.expected(TP) == 7
-    assert offsets.judge(TP, 9) is Verdict.RESEEK  # a new hole is checked afresh
+    stamp = offsets.fetch_stamp()  # the fetch from 3 returns 6 first: 3..5 are not in the log
+    assert offsets.judge(TP, 6, stamp) is Verdict.GAP
+    assert offsets.skip_gap(TP, 6) == 3
+    assert offsets.expected(TP) == 6 and offsets.handed_over(TP, 6) is True
+    assert offsets.judge(TP, 9, stamp) is Verdict.GAP  # later in the same batch, or the next
 
 
-def test_a_hole_that_the_fetch_again_fills_is_not_remembered() -> None:
+def test_a_gap_in_a_fetch_begun_before_a_seek_is_sought_back() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 8)
+    stamp = offsets.fetch_stamp()  # a fetch begins from 8 ...
+    offsets.sought(TP, 3)  # ... and a rebalance seeks back to 3 before it returns 8, 9
+    assert offsets.judge(TP, 8, stamp) is Verdict.RESEEK
+    refetch = offsets.fetch_stamp()  # the loop sought back to 3: the fetch from there decides
+    assert offsets.judge(TP, 5, refetch) is Verdict.GAP
+
+
+def test_a_seek_of_another_partition_leaves_a_gap_alone() -> None:
     offsets = ExpectedOffsets()
     offsets.sought(TP, 3)
-    assert offsets.judge(TP, 6) is Verdict.RESEEK
-    assert offsets.judge(TP, 3) is Verdict.DELIVER
-    offsets.handed_over(TP, 3)
-    offsets.sought(TP, 3)
-    assert offsets.judge(TP, 6) is Verdict.RESEEK
+    stamp = offsets.fetch_stamp()
+    offsets.sought(("reports", 1), 0)
+    assert offsets.judge(TP, 6, stamp) is Verdict.GAP
+
+
+def test_a_gap_at_an_unknown_position_starts_at_the_record() -> None:
+    offsets = ExpectedOffsets()
+    assert offsets.skip_gap(TP, 4) == 4 and offsets.expected(TP) == 4
 
 
 def test_a_seek_during_a_hand_off_wins() -> None:
     offsets = ExpectedOffsets()
     offsets.handed_over(TP, 9)
-    assert offsets.judge(TP, 10) is Verdict.DELIVER
+    assert offsets.judge(TP, 10, offsets.fetch_stamp()) is Verdict.DELIVER
     offsets.sought(TP, 4)  # a rebalance sought back to the committed offset meanwhile
     assert offsets.handed_over(TP, 10) is False
     assert offsets.expected(TP) == 4
@@ -59,7 +74,8 @@ def test_a_seek_to_the_very_offset_being_handed_over_still_wins() -> None:
     epoch = offsets.epoch(TP)  # the hand-off of 15 begins
     offsets.sought(TP, 15)  # the wipe's refetch
     assert offsets.handed_over(TP, 15, epoch) is False
-    assert offsets.expected(TP) == 15 and offsets.judge(TP, 15) is Verdict.DELIVER
+    assert offsets.expected(TP) == 15
+    assert offsets.judge(TP, 15, offsets.fetch_stamp()) is Verdict.DELIVER
     epoch = offsets.epoch(TP)
     assert offsets.handed_over(TP, 15, epoch) is True and offsets.expected(TP) == 16
 
@@ -80,10 +96,20 @@ def test_a_seek_to_an_unknown_position_or_a_revoke_forgets() -> None:
     assert offsets.expected(TP) is None
     offsets.handed_over(TP, 5)
     offsets.forget(TP)
-    assert offsets.expected(TP) is None and offsets.judge(TP, 0) is Verdict.DELIVER
+    assert offsets.expected(TP) is None
+    assert offsets.judge(TP, 0, offsets.fetch_stamp()) is Verdict.DELIVER
     other = ("reports", 1)
     offsets.handed_over(other, 1)
     assert offsets.expected(TP) is None and offsets.expected(other) == 2
+
+
+def test_a_revoke_makes_a_fetch_begun_before_it_stale() -> None:
+    offsets = ExpectedOffsets()
+    offsets.handed_over(TP, 2)
+    stamp = offsets.fetch_stamp()
+    offsets.forget(TP)
+    offsets.sought(TP, 3)
+    assert offsets.judge(TP, 7, stamp) is Verdict.RESEEK
 
 
 def test_a_partition_is_stalled_when_the_client_stays_past_the_expected_offset() -> None:
@@ -91,7 +117,21 @@ def test_a_partition_is_stalled_when_the_client_stays_past_the_expected_offset()
     offsets.sought(TP, 1)
     assert offsets.stalled(TP, 2) is False  # first sight: maybe a hand-off in progress
     assert offsets.stalled(TP, 2) is True   # still nothing handed over: lost on the way
-    assert offsets.stalled(TP, 2) is False  # reported once; watched afresh
+    assert offsets.stalled(TP, 2) is False  # reported once
+    assert offsets.stalled(TP, 1) is False  # the seek back: the client at 1
+    assert offsets.stalled(TP, 2) is False  # fetched again to 2 with nothing handed over:
+    assert offsets.stalled(TP, 2) is False  # a gap at the end of the log (a marker), left alone
+    assert offsets.stalled(TP, 3) is False  # further on: watched afresh
+    assert offsets.stalled(TP, 3) is True
+
+
+def test_a_hand_off_in_progress_restarts_the_stall_watch() -> None:
+    offsets = ExpectedOffsets()
+    offsets.sought(TP, 1)
+    assert offsets.stalled(TP, 2) is False
+    offsets.busy()
+    assert offsets.stalled(TP, 2) is False  # two idle checks in a row are needed
+    assert offsets.stalled(TP, 2) is True
 
 
 def test_progress_or_a_caught_up_client_is_not_a_stall() -> None:
@@ -128,3 +168,25 @@ def test_a_seek_or_revoke_after_the_fetch_decides_over_dropped_records() -> None
     epoch = offsets.epoch(TP)
     offsets.forget(TP)
     assert offsets.dropped(TP, 5, epoch) is None
+
+
+def test_records_are_skipped_while_a_seek_runs_in_the_client_thread() -> None:
+    offsets = ExpectedOffsets()
+    offsets.handed_over(TP, 4)  # expects 5
+    offsets.seek_begins(TP)  # recovery seeks to 0 in the client thread
+    stamp = offsets.fetch_stamp()
+    assert offsets.judge(TP, 0, stamp) is Verdict.WAIT  # from after the seek? unknown here
+    assert offsets.judge(TP, 1, stamp) is Verdict.WAIT
+    assert offsets.stalled(TP, 9) is False and offsets.stalled(TP, 9) is False
+    assert offsets.seek_ended(TP, 0, moved=True) == 0  # fetch again from the seek target
+    assert offsets.expected(TP) == 0 and offsets.judge(TP, 0, stamp) is Verdict.DELIVER
+
+
+def test_a_seek_in_the_client_thread_with_nothing_skipped_needs_no_second_seek() -> None:
+    offsets = ExpectedOffsets()
+    offsets.seek_begins(TP)
+    assert offsets.seek_ended(TP, 3, moved=True) is None and offsets.expected(TP) == 3
+    offsets.handed_over(TP, 3)
+    offsets.seek_begins(TP)  # seek_to_committed without a committed offset: not moved
+    assert offsets.dropped(TP, 4, offsets.epoch(TP)) is None
+    assert offsets.seek_ended(TP, None, moved=False) == 4 and offsets.expected(TP) == 4
