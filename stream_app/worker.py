@@ -204,20 +204,40 @@ class PufferfishApp:
         logging.getLogger().setLevel(self.settings.log_level.upper())
         s = self.settings
         # take_events acks a batch's events (so their offsets may be committed) when we ask
-        # for the next batch, or when the generator is closed (its ``finally``): a batch is
-        # asked past only once the broker acknowledged all of its writes, and a batch whose
-        # writes did not all succeed is held back so that no ack reaches the consumer.
-        async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
-            letters = self.handle_batch(events)
-            try:
-                await self._write_batch(letters)
-            except WriteNotAcknowledged as exc:
+        # for the next batch, or when the generator is closed (its ``finally``). Each batch
+        # holds one more reference of its own (hold_back), released only once the broker has
+        # acknowledged all of the batch's writes: so the next batch is collected and applied
+        # while the previous one's writes are in flight (one batch at most, in order), and a
+        # batch whose writes did not all succeed never reaches the consumer's acks.
+        inflight: asyncio.Future[None] | None = None
+        try:
+            async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
+                letters = self.handle_batch(events)
+                changes, self._writes = self._writes, []  # this batch's (timers add others)
                 hold_back(events)
-                await self._stop_on_lost_write(exc, events)
-                raise
-            except BaseException:  # cancelled while waiting: unknown whether all were written
-                hold_back(events)
-                raise
+                if inflight is not None:
+                    await inflight  # the previous batch's writes first (their order)
+                inflight = asyncio.ensure_future(self._write_then_release(letters, changes,
+                                                                          events))
+            if inflight is not None:
+                await inflight
+        except BaseException:
+            if inflight is not None and not inflight.done():
+                inflight.cancel()  # its events stay held back: processed again after a restart
+            raise
+
+    async def _write_then_release(self, letters: DeadLetters,
+                                  changes: list[tuple[str, bytes, int]],
+                                  events: Sequence[Any]) -> None:
+        """Write a batch, then release its events (their offsets may be committed); a write
+        not acknowledged stops the worker with the batch held back."""
+        try:
+            await self._write_batch(letters, changes)
+        except WriteNotAcknowledged as exc:
+            await self._stop_on_lost_write(exc, events)
+            return
+        for event in events:
+            event.ack()
 
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         token = _current_event.set(None)
@@ -226,13 +246,15 @@ class PufferfishApp:
         finally:
             _current_event.reset(token)
 
-    async def _write_batch(self, letters: DeadLetters) -> None:
+    async def _write_batch(self, letters: DeadLetters,
+                           changes: list[tuple[str, bytes, int]] | None = None) -> None:
         """Send the batch's dead letters, then its changelog records, and wait until the broker
         has acknowledged every one; WriteNotAcknowledged otherwise. Dead letters are
         acknowledged first: a user's stored state records the input offsets it reflects (a
         replay skips them), so a dead letter must be written before that state is, or a crash
         between the two would lose it (at least once, as before offsets were recorded)."""
-        changes, self._writes = self._writes, []  # this batch's (a timer may add others)
+        if changes is None:
+            changes, self._writes = self._writes, []
         writes = PendingWrites()
         if letters:
             await writes.issue("dead letter", self._send_dead_letters(letters))
