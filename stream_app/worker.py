@@ -123,6 +123,8 @@ class PufferfishApp:
         users_schema: Any = faust.Schema(key_serializer="json", value_serializer="raw")
         self.users = app.Table("users", default=None, partitions=s.input_partitions,
                                schema=users_schema)
+        # the input batch whose writes are in flight (the held-report expiry waits for it)
+        self._inflight: asyncio.Future[None] | None = None
         # (user_id, value, input partition) of this batch's writes, sent by _send_changelog
         self._writes: list[tuple[str, bytes, int]] = []
         # set when a batch's record was not acknowledged: the worker stops (runner: exit 75)
@@ -217,8 +219,8 @@ class PufferfishApp:
                 hold_back(events)
                 if inflight is not None:
                     await inflight  # the previous batch's writes first (their order)
-                inflight = asyncio.ensure_future(self._write_then_release(letters, changes,
-                                                                          events))
+                inflight = self._inflight = asyncio.ensure_future(
+                    self._write_then_release(letters, changes, events))
             if inflight is not None:
                 await inflight
         except BaseException:
@@ -314,6 +316,9 @@ class PufferfishApp:
         this worker's input partitions; the users are written without them first."""
         if not self._ready():
             return
+        # after the input batch in flight: a user's record from it must not follow this one
+        while self._inflight is not None and not self._inflight.done():
+            await asyncio.wait([self._inflight])
         partitions = sorted(tp.partition for tp in self._assigned()
                             if tp.topic == self.settings.topic_reports)
         token = _current_event.set(None)
