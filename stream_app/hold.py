@@ -57,6 +57,12 @@ class Expired(NamedTuple):
     detail: str
 
 
+def before_leave(draft: Draft, ts: float) -> bool:
+    """Whether a report stamped ``ts`` was produced before the user's latest leave (then it
+    changes nothing: ``late_after_leave``)."""
+    return draft.left_ts is not None and ts <= draft.left_ts
+
+
 def refusal(draft: Draft, rules: HoldRules, held_total: int) -> str | None:
     """Why the report cannot be held (the dead letter's detail), or None."""
     if rules.grace_seconds <= 0:

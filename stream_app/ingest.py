@@ -311,22 +311,20 @@ class Ingest:
                 t.steps.append(i)
                 offset = msg.offset
                 # a record the stored state already reflects (its input offset): a replay
-                if is_report[i] or shared:
-                    if offset is not None and offset <= t.seen_r:
-                        outcome: str | None = "replayed"
-                    else:
-                        if is_report[i]:
-                            outcome = self._report(t, item, partition, offset)  # type: ignore[arg-type]
-                        else:
-                            outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
-                        if offset is not None:
-                            t.last_r = offset
-                elif offset is not None and offset <= t.seen_m:
-                    outcome = "replayed"
+                # (one offset sequence per input topic: one for both kinds on a shared topic)
+                on_reports = is_report[i] or shared
+                if offset is not None and offset <= (t.seen_r if on_reports else t.seen_m):
+                    outcome: str | None = "replayed"
                 else:
-                    outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
+                    if is_report[i]:
+                        outcome = self._report(t, item, partition, offset)  # type: ignore[arg-type]
+                    else:
+                        outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
                     if offset is not None:
-                        t.last_m = offset
+                        if on_reports:
+                            t.last_r = offset
+                        else:
+                            t.last_m = offset
             except Rejected as rej:
                 reasons[i] = rej.reason
                 detail = rej.detail
@@ -384,7 +382,7 @@ class Ingest:
     def _not_present(self, draft: Draft, report: ReportIn, partition: int,
                      offset: int | None) -> str:
         """A report of a user who is not present: late, held, or refused (with the reason)."""
-        if draft.left_ts is not None and report.ts <= draft.left_ts:
+        if hold.before_leave(draft, report.ts):
             return "late_after_leave"
         why = hold.refusal(draft, self.hold_rules, self._held_total)
         if why is not None:
@@ -399,7 +397,7 @@ class Ingest:
         draft = t.draft
         for report, h in hold.take_held(draft, user_id):
             self._held_total -= 1
-            if draft.left_ts is not None and report.ts <= draft.left_ts:
+            if hold.before_leave(draft, report.ts):
                 later.late += 1
                 continue
             try:

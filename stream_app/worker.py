@@ -215,7 +215,7 @@ class PufferfishApp:
         try:
             async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
                 letters = self.handle_batch(events)
-                changes, self._writes = self._writes, []  # this batch's (timers add others)
+                changes = self._take_writes()  # this batch's (timers add others)
                 hold_back(events)
                 if inflight is not None:
                     await inflight  # the previous batch's writes first (their order)
@@ -256,7 +256,7 @@ class PufferfishApp:
         replay skips them), so a dead letter must be written before that state is, or a crash
         between the two would lose it (at least once, as before offsets were recorded)."""
         if changes is None:
-            changes, self._writes = self._writes, []
+            changes = self._take_writes()
         writes = PendingWrites()
         if letters:
             await writes.issue("dead letter", self._send_dead_letters(letters))
@@ -265,6 +265,11 @@ class PufferfishApp:
         results = await writes.acknowledged()
         if results.get("changelog"):
             self._changelog_persisted(results["changelog"])
+
+    def _take_writes(self) -> list[tuple[str, bytes, int]]:
+        """The user writes queued since the last call (their changelog records are owed)."""
+        writes, self._writes = self._writes, []
+        return writes
 
     async def _send_changelog(self, writes: list[tuple[str, bytes, int]]) -> list[Any]:
         """One changelog record per user written in the batch (its last value), on the user's
