@@ -12,7 +12,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating $VENV" >&2
   "$PYTHON" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import stream_app.local.demo" >/dev/null 2>&1 \
+if ! "$VENV/bin/python" -c "import stream_app.demo.demo" >/dev/null 2>&1 \
     || ! [ -x "$VENV/bin/pufferfish" ]; then
   echo "==> installing the project into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip

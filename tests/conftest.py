@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import consume_all, json_values, produce_json
 
 __all__ = ["consume_all", "json_values", "produce_json"]

@@ -22,8 +22,9 @@ MARK = "diagnostics (SIGUSR1)"
 
 
 def task_dump(pid: int, read_log: Callable[[], str], timeout: float = 10.0) -> str:
-    """Ask a live worker for its diagnostics (SIGUSR1, stream_app/diagnostics.py) and return
-    the new block of its log: for a failure message about a worker that stopped consuming."""
+    """Ask a live worker for its diagnostics (SIGUSR1, stream_app/faust_adapter/diagnostics.py)
+    and return the new block of its log: for a failure message about a worker that stopped
+    consuming."""
     before = read_log().count(MARK)
     try:
         os.kill(pid, signal.SIGUSR1)

@@ -1,6 +1,7 @@
 """The public topics: name, record model, key, partitions, retention, and their JSON Schemas.
 
-Schemas come from the wire models (``stream_app.models``) via pydantic's ``model_json_schema``
+Schemas come from the wire models (``stream_app.domain.models``) via pydantic's
+``model_json_schema``
 (validation mode: what the worker accepts on an input topic, what a reader of an output topic
 may meet, including the older journal records that lack the newer fields). Field descriptions
 live on the models. The schemas are JSON Schema draft-07, the dialect AsyncAPI 2.x payloads
@@ -14,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from stream_app.domain.models import DeadLetter, Membership, PriorsRecord, Release, Report
 from stream_app.metrics import REJECT_REASONS
-from stream_app.models import DeadLetter, Membership, PriorsRecord, Release, Report
 from stream_app.settings import Settings
 
 JSON_SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"

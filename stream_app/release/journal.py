@@ -15,8 +15,8 @@ from typing import Generic, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
-from stream_app.aio import within
-from stream_app.clients import aiokafka_kwargs
+from stream_app.kafka.aio import within
+from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class JournalError(RuntimeError):
 
 async def bounded(aw: Awaitable[T], what: str, seconds: float = BROKER_CALL_SECONDS) -> T:
     """Await with a time bound that holds even if the call ignores cancellation
-    (stream_app/aio.py)."""
+    (stream_app/kafka/aio.py)."""
     task = await within(aw, seconds)
     if task is None:
         raise JournalError(f"{what}: no answer in {seconds:g} s")

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 
 from core.budget import Accountant, BudgetExhausted
 from core.distribution import Distribution
+from stream_app.domain.models import PriorsRecord, Release
 from stream_app.metrics import Metrics
-from stream_app.models import PriorsRecord, Release
 from stream_app.release.local_state import LocalState, load_state, merged, save_state, state_path
 from stream_app.release.restore import Restored, accountant_at_least, restore
 from stream_app.settings import Settings

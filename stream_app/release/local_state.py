@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from core.budget import Accountant
 from core.errors import PufferfishInputError
-from stream_app.models import Release
+from stream_app.domain.models import Release
 from stream_app.settings import Settings
 
 FORMAT = 1

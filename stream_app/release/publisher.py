@@ -6,7 +6,7 @@ import logging
 
 from aiokafka import AIOKafkaProducer
 
-from stream_app.clients import aiokafka_kwargs
+from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.metrics import Metrics
 from stream_app.release.journal import bounded, quietly
 from stream_app.settings import Settings

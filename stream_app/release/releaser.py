@@ -41,16 +41,16 @@ from pydantic import ValidationError
 from core.noise import discrete_laplace_units, exact_float
 from core.plan import ReleasePlan, rounds_due
 from core.robust import robust_round
-from stream_app.clients import aiokafka_kwargs
+from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
+from stream_app.domain.priors import PublicPriors, learner_for, plan_for
+from stream_app.kafka.clients import aiokafka_kwargs
+from stream_app.kafka.topics import create_topics, journal_topics
 from stream_app.metrics import Metrics
-from stream_app.models import Partial, PriorsRecord, Release, to_bytes
-from stream_app.priors import PublicPriors, learner_for, plan_for
 from stream_app.release.journal import Journal, bounded
 from stream_app.release.ledger import Ledger
 from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
 from stream_app.settings import Settings
-from stream_app.topics import create_topics, journal_topics
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from core.budget import Accountant, BudgetExhausted
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
-from stream_app.models import PriorsRecord, Release
+from stream_app.domain.models import PriorsRecord, Release
 from stream_app.release.local_state import LocalState
 
 

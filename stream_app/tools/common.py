@@ -20,7 +20,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 
 from core.errors import PufferfishInputError
-from stream_app.aio import within
+from stream_app.kafka.aio import within
 from stream_app.settings import Settings
 
 T = TypeVar("T")
@@ -66,7 +66,7 @@ def run_until_interrupted(main: Coroutine[Any, Any, T], exit_code: int = EXIT_OK
 
     Unlike ``asyncio.run``, the end does not wait without limit for the tasks ``main`` left
     behind: an aiokafka call that a time bound abandoned may ignore cancellation for ever
-    (stream_app/aio.py), and ``asyncio.run`` would then never return. They get
+    (stream_app/kafka/aio.py), and ``asyncio.run`` would then never return. They get
     CLEANUP_GRACE_SECONDS; if one still runs after ``main`` ended normally or by Ctrl-C, the
     process ends at once with ``exit_code`` (stdout/stderr flushed) rather than hang. An error
     of ``main`` is raised as usual.

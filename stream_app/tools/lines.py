@@ -4,7 +4,7 @@ A line is a report ``{"user_id", "value", "report_id", "ts"}`` or a membership e
 ``{"user_id", "event": "join"|"leave", "group"?, "ts"}``; the kind is told by the fields
 (``event`` -> membership; ``value`` or ``report_id`` -> report). An optional ``"topic"`` field,
 ``"reports"`` or ``"membership"`` (or the configured topic name), names the kind explicitly and
-is not sent. Lines are validated with the worker's own models (stream_app.models), so a line
+is not sent. Lines are validated with the worker's own models (stream_app.domain.models), so a line
 that passes is never dead-lettered for its form; skip reasons use the dead-letter labels
 (``malformed_json``, ``invalid_schema``, ``non_finite_value``, ``payload_too_large``). Blank
 lines are ignored. The value sent is the validated record's JSON; the key is ``user_id``.
@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
-from stream_app.models import Membership, Report
-from stream_app.rejection import json_position
+from stream_app.domain.models import Membership, Report
+from stream_app.domain.rejection import json_position
 
 REPORTS, MEMBERSHIP = "reports", "membership"
 MODELS: dict[str, type[BaseModel]] = {REPORTS: Report, MEMBERSHIP: Membership}

@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from stream_app.kafka.topics import wanted_topics
 from stream_app.settings import Settings
-from stream_app.topics import wanted_topics
 from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml, settings_from_env
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)

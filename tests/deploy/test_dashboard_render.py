@@ -4,7 +4,7 @@ A worker (`python -m stream_app run`) on the embedded broker runs with short per
 budget per short privacy window, so within a minute every panel has something to show: releases,
 learning rounds, an exhausted budget renewed by the next window, and dead letters of three
 reasons. Prometheus (Debian package, the project's scrape config) scrapes it every second and
-`python -m stream_app.local.dashboard_render` draws the panels.
+`python -m deploy.grafana.render` draws the panels.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from stream_app.local import dashboard_queries as dq
-from stream_app.local import dashboard_render as dr
-from stream_app.local.broker import EmbeddedBroker
+from deploy.grafana import queries as dq
+from deploy.grafana import render as dr
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.metrics import METRIC_NAMES
 from tests.deploy.support import (
     DASHBOARD,
@@ -203,3 +203,16 @@ def _valid_png(path: Path, min_size: tuple[int, int]) -> None:
         assert image.size[0] >= min_size[0] and image.size[1] >= min_size[1], (path, image.size)
         low, high = image.convert("L").getextrema()
         assert high - low > 100, f"{path} is blank"
+
+
+def test_renderer_runs_as_a_module_of_the_checkout_and_names_an_unreachable_prometheus(
+        tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "deploy.grafana.render", "--prometheus", "http://127.0.0.1:1",
+         "--out", str(tmp_path / "render")], cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "cannot reach Prometheus" in proc.stderr, proc.stderr
+    assert dr.DEFAULT_DASHBOARD == DASHBOARD.resolve()

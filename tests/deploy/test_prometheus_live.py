@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.metrics import Samples, local_url, scrape
 from tests.deploy.support import (
     DASHBOARD,

@@ -5,7 +5,8 @@
 The first send to FAILING_SEND_TOPIC (with that record key, when given) is not transmitted:
 Faust's aiokafka producer returns a future failed with KafkaTimeoutError, as aiokafka does
 when a batch expires unacknowledged. Every other send goes to the broker unchanged. The
-worker is the product's (stream_app.runner.main); only the producer's ``send`` is wrapped.
+worker is the product's (stream_app.faust_adapter.runner.main); only the producer's ``send`` is
+wrapped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from aiokafka.errors import KafkaTimeoutError
 from faust.transport.drivers.aiokafka import Producer
 
-from stream_app import runner
+from stream_app.faust_adapter import runner
 
 
 def fail_first_send(topic: str, key: bytes | None) -> None:

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.domain.models import RAW_TRUNCATE_BYTES
 from stream_app.metrics import sample
-from stream_app.models import RAW_TRUNCATE_BYTES
 from tests.reliability import harness as h
 
 pytestmark = [pytest.mark.integration]
 
-# a report before its user's join is refused at once (holding: tests/stream_app/test_hold.py)
+# a report before its user's join is refused at once (holding: tests/stream_app/domain/test_hold.py)
 SETTINGS = {**h.EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
             "PUFFERFISH_JOIN_GRACE_SECONDS": "0"}
 PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]

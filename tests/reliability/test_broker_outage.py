@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker, free_port
 from tests.noida_broker import NoidaBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,

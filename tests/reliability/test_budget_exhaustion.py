@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import delete_topic
 from tests.reliability.harness import (
     Topics,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     Topics,

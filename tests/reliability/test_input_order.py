@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from stream_app.local.broker import EmbeddedBroker
-from stream_app.partitioning import partition_for
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.kafka.partitioning import partition_for
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     REPO,

@@ -3,9 +3,10 @@ first leaves (SIGTERM) mid-stream; nothing may be lost or counted twice (the run
 user's histogram and report ids from the changelog).
 
 A rebalance interrupts exactly what the consumer's hand-off of records to the streams does
-(stream_app/faust_consumer.py). Before the worker's own drain loop (stream_app/faust_offsets.py),
-Faust's lost records here in 3 of 25 runs: its changelog counts rose monotonically but ended one
-report short for 30 of 40 users (a run of records committed without reaching the agent).
+(stream_app/faust_adapter/consumer.py). Before the worker's own drain loop
+(stream_app/faust_adapter/offsets.py), Faust's lost records here in 3 of 25 runs: its
+changelog counts rose monotonically but ended one report short for 30 of 40 users (a run of
+records committed without reaching the agent).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
-from stream_app.partitioning import partition_for
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.kafka.partitioning import partition_for
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,

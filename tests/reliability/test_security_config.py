@@ -22,8 +22,8 @@ import faust
 import pytest
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
-from stream_app.clients import aiokafka_kwargs, faust_credentials
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.kafka.clients import aiokafka_kwargs, faust_credentials
 from stream_app.settings import Settings
 from tests.reliability.harness import (
     Worker,
@@ -100,7 +100,7 @@ def test_sasl_ssl_reaches_faust_and_aiokafka(clean_env: pytest.MonkeyPatch,
 
 def test_worker_app_carries_the_credentials(clean_env: pytest.MonkeyPatch,
                                             tls_files: dict[str, Path], tmp_path: Path) -> None:
-    from stream_app.worker import PufferfishApp
+    from stream_app.faust_adapter.worker import PufferfishApp
 
     _sasl_ssl_env(clean_env, tls_files)
     clean_env.setenv("PUFFERFISH_DATA_DIR", str(tmp_path))
@@ -185,7 +185,7 @@ def test_servers_bind_loopback_unless_configured(clean_env: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     """Defaults: metrics and Faust web on 127.0.0.1; another address needs an explicit setting.
     (test_leaks.py checks the sockets of real worker processes.)"""
-    from stream_app.worker import PufferfishApp
+    from stream_app.faust_adapter.worker import PufferfishApp
 
     clean_env.setenv("PUFFERFISH_DATA_DIR", str(tmp_path))
     s = Settings(web_port=6067)

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stream_app import models
+from stream_app.domain import models
+from stream_app.domain.models import Membership, Rejected, Report
+from stream_app.domain.state import EventRules, apply_membership, apply_report, report_digest
 from stream_app.metrics import REJECT_REASONS
-from stream_app.models import Membership, Rejected, Report
-from stream_app.state import EventRules, apply_membership, apply_report, report_digest
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_app.state import UserState, report_digest
+from stream_app.domain.state import UserState, report_digest
 from tests.kafka_helpers import Record
 from tests.reliability.harness import TANSU_COMPAT, Topics, membership
 

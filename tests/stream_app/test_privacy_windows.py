@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import input_env, plan_json, start_worker, wait_until
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from stream_app.clients import aiokafka_kwargs, faust_credentials
+from stream_app.kafka.clients import aiokafka_kwargs, faust_credentials
 from stream_app.settings import Settings
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from stream_app.domain.state import UserState, report_digest
 from stream_app.settings import Settings
-from stream_app.state import UserState, report_digest
 
 
 def test_default_window_state_fits_in_one_kib() -> None:

@@ -1,6 +1,6 @@
 """Helpers for integration tests: workers as subprocesses, metrics scraping, a reference model.
 
-The reference model re-tracks the stream's per-user state independently of stream_app.state
+The reference model re-tracks the stream's per-user state independently of stream_app.domain.state
 (plain dicts, no windows) so the expected X is not computed by the code under test, and lists
 the public pairs of every configured group itself (docs/privacy.md, "Public calibration").
 """
@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaProducer
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
 from stream_app import metrics
-from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
+from stream_app.demo.broker import EmbeddedBroker, create_topics, free_port
 from stream_app.metrics import Samples
 from tests.kafka_helpers import consume_all, json_values
 from tests.processes import task_dump

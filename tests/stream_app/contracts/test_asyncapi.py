@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from stream_app.kafka.topics import JOURNAL_CONFIG, journal_topics, wanted_topics
 from stream_app.settings import Settings
-from stream_app.topics import JOURNAL_CONFIG, journal_topics, wanted_topics
 from tests.stream_app.contracts.contract_files import SCHEMAS, TOPICS, load
 
 EXTENSION = re.compile(r"^x-[\w\d.\-_]+$")

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from stream_app import cli
 from stream_app.contracts import schema
-from stream_app.models import (
+from stream_app.domain.models import (
     DeadLetter,
     PriorsRecord,
     Rejected,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from stream_app.local.broker import EmbeddedBroker
-from stream_app.partitioning import partition_for
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.kafka.partitioning import partition_for
 from tests.kafka_helpers import consume_all, json_values, read_to_end
 from tests.stream_app import worker_proc as wp
 from tests.stream_app.contracts.contract_files import TOPICS, errors

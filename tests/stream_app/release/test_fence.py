@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.domain.models import Partial, Release
+from stream_app.domain.priors import public_priors
 from stream_app.metrics import Metrics
-from stream_app.models import Partial, Release
-from stream_app.priors import public_priors
 from stream_app.release import Releaser
 from stream_app.release.journal import read_journal
 from stream_app.settings import Settings

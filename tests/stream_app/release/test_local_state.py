@@ -12,7 +12,7 @@ import pytest
 
 from core.budget import Accountant
 from core.errors import PufferfishInputError
-from stream_app.models import Release
+from stream_app.domain.models import Release
 from stream_app.release.local_state import LocalState, load_state, save_state, state_path
 from stream_app.settings import Settings
 

@@ -13,10 +13,10 @@ import pytest
 
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from stream_app.local.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.domain.models import Partial, PriorsRecord, Release
+from stream_app.domain.priors import PublicPriors, public_priors
 from stream_app.metrics import Metrics
-from stream_app.models import Partial, PriorsRecord, Release
-from stream_app.priors import PublicPriors, public_priors
 from stream_app.release import Releaser, combine
 from stream_app.release.journal import read_journal
 from stream_app.settings import Settings

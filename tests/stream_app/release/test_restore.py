@@ -11,7 +11,7 @@ import pytest
 
 from core.budget import Accountant, BudgetExhausted
 from core.distribution import Distribution
-from stream_app.models import PriorsRecord, Release
+from stream_app.domain.models import PriorsRecord, Release
 from stream_app.release.local_state import LocalState
 from stream_app.release.restore import Restored, accountant_at_least, laws_in_force, restore
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parents[3]
 

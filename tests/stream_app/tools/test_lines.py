@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stream_app.models import Membership, Report
+from stream_app.domain.models import Membership, Report
 from stream_app.settings import Settings
 from stream_app.tools import send, tail
 from stream_app.tools.lines import MEMBERSHIP, REPORTS, LineError, parse_line

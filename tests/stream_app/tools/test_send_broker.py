@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.local.broker import EmbeddedBroker, create_topics, free_port
+from stream_app.demo.broker import EmbeddedBroker, create_topics, free_port
 from tests.kafka_helpers import produce_json, read_to_end
 from tests.stream_app.tools.cli_proc import (
     broker_env,

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from aiokafka import ConsumerRecord
 
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.metrics import totals
 from tests.kafka_helpers import read_to_end
 from tests.stream_app.tools.cli_proc import java_partition, jsonl, pufferfish, summary

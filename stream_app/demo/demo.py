@@ -1,0 +1,98 @@
+"""`pufferfish demo`: the whole pipeline on one machine, with nothing to set up.
+
+Starts an embedded broker (tansu, in memory), a worker subprocess, and a producer that replays
+the UCI adult `education-num` column (values 1..16) as the reports of a rolling population of
+users who join, report, leave and rejoin. The worker learns the population's law with DP
+learning rounds; every release and learning round is printed on one line, and the worker's
+/metrics is served on 127.0.0.1. Each release is shown next to the exact sum it was drawn
+from, its error, θ and the noise sd (stream_app.demo.demo_view; the exact sum is known only
+because the demo simulates the users, and is never published). At the end a PNG of noisy vs
+exact sums and of the budget spent is written (stream_app.demo.demo_plot). Ctrl-C or SIGTERM
+stops everything cleanly (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stream_app.demo.broker import port_free
+from stream_app.demo.demo_run import PROG, DemoRun
+
+
+class DemoArgumentError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2 (design.md: CLI errors)
+        raise DemoArgumentError("arguments", message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=f"{PROG} demo", description=__doc__.splitlines()[0])
+    p.add_argument("--users", type=int, default=200, help="size of the user population")
+    p.add_argument("--rate", type=float, default=200.0, help="events per second sent (all kinds)")
+    p.add_argument(
+        "--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)"
+    )
+    p.add_argument("--epsilon", type=float, default=1.0, help="privacy loss per release")
+    p.add_argument("--budget", type=float, default=50.0, help="total privacy budget")
+    p.add_argument("--release-period", type=float, default=5.0, help="seconds between releases")
+    p.add_argument("--learn-period", type=float, default=10.0,
+                   help="seconds between learning rounds (DP estimate of the group's law)")
+    p.add_argument("--epsilon-learn", type=float, default=1.0,
+                   help="privacy loss per learning round")
+    p.add_argument(
+        "--metrics-port", type=int, default=9102, help="worker /metrics port on 127.0.0.1 (0: free)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the population's join/leave churn")
+    p.add_argument("--plot", type=Path, default=None, metavar="PATH",
+                   help="PNG written at the end: noisy vs exact sum, budget spent "
+                   "(default: a new pufferfish-demo-*.png in the temporary directory)")
+    p.add_argument("--no-plot", action="store_true", help="write no PNG")
+    p.add_argument("--quiet", action="store_true",
+                   help="terse release lines (theta, noisy sum) without exact sum and error")
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    positive = {
+        "users": args.users, "rate": args.rate, "epsilon": args.epsilon, "budget": args.budget,
+        "release-period": args.release_period, "learn-period": args.learn_period,
+        "epsilon-learn": args.epsilon_learn,
+    }
+    if args.duration is not None:
+        positive["duration"] = args.duration
+    for name, value in positive.items():
+        if not value > 0 or value != value or value == float("inf"):
+            raise DemoArgumentError(name, f"must be a finite number > 0, got {value}")
+    if args.plot is not None and args.no_plot:
+        raise DemoArgumentError("plot", "--plot and --no-plot exclude each other")
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        raise DemoArgumentError("plot", f"must name a .png file, got {args.plot}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise DemoArgumentError("metrics-port", f"must be in 0..65535, got {args.metrics_port}")
+    if args.metrics_port and not port_free(args.metrics_port):
+        raise DemoArgumentError(
+            "metrics-port", f"127.0.0.1:{args.metrics_port} is in use (0 picks a free port)"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(list(argv) if argv is not None else None)
+        _check(args)
+    except DemoArgumentError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(DemoRun(args).run())
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
+        return 0

@@ -1,0 +1,136 @@
+"""The demo's worker: ``pufferfish run`` plus a local *truth tap* of each release's exact sum.
+
+Why a tap. A release publishes ``exact + noise`` where ``exact`` is the sum of the latest
+per-partition partials the release agent had collected when it drew (stream_app.release,
+``combine``). Which partial records those were depends on how far the agent's consumer of
+``pufferfish-partials`` had got at that instant, and nothing published tells: reading the
+partials topic afterwards, or replaying the simulated events, can only bracket it (the sum
+moves every few hundred ms while reports flow). So the demo runs the ordinary worker (same
+settings, same code, same ``run_worker``) with one addition: when the public clock's tick
+returns a release, the snapshot of partials that release was drawn from is appended, as one
+JSON line ``{"seq", "grid_log2", "partitions": {p: [sum_units, newest_ts]}}``, to a file in
+the demo's private working directory (mode 0600). The exact sum is thus exactly what the
+worker's state held, by construction; tests/stream_app/demo/test_demo_truth.py checks every
+partition's sum against an independent replay of the input topics.
+
+Privacy: the tap never writes to Kafka or /metrics; the file lives and dies with the demo's
+temporary directory. Only a demo may do this: its operator simulates the users, so the exact
+sum is nothing the operator does not already know.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from stream_app.demo.worker_process import settings_env
+from stream_app.domain.models import Partial
+from stream_app.settings import Settings
+
+if TYPE_CHECKING:
+    from stream_app.faust_adapter.worker import PufferfishApp
+
+TRUTH_FILE = "truth.jsonl"
+log = logging.getLogger(__name__)
+_Snapshot = TypeVar("_Snapshot", bound=Mapping[int, Partial])
+
+
+def truth_line(seq: int, grid_log2: int, partials: Mapping[int, Partial]) -> str:
+    parts = {str(p): [x.sum_units, x.newest_ts] for p, x in sorted(partials.items())}
+    return json.dumps({"seq": seq, "grid_log2": grid_log2, "partitions": parts}) + "\n"
+
+
+class ReleaseTap:
+    """Writes, for each release of a tick, the partials snapshot it was drawn from.
+
+    The release agent reads its partials source once per learning round and once per release,
+    each right before its draw (``Releaser._learn`` / ``_release``); ticks never overlap (the
+    agent's lock). So when a tick returns a release, the last snapshot read during that tick
+    is the release's. ``seen`` wraps the source, ``wrap`` the tick (``Releaser.on_clock``).
+    """
+
+    def __init__(self, out: IO[str], grid_log2: int) -> None:
+        self.out = out
+        self.grid_log2 = grid_log2
+        self.snapshots: list[Mapping[int, Partial]] = []
+
+    def seen(self, snapshot: _Snapshot) -> _Snapshot:
+        self.snapshots.append(snapshot)
+        return snapshot
+
+    def wrap(self, on_clock: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+        async def tapped_on_clock() -> Any:
+            self.snapshots.clear()
+            record = await on_clock()
+            if record is not None and self.snapshots:
+                try:
+                    self.out.write(truth_line(record.seq, self.grid_log2, self.snapshots[-1]))
+                    self.out.flush()
+                except OSError as exc:  # the demo prints exact_sum=n/a; the worker goes on
+                    log.warning("truth tap not written (%s)", type(exc).__name__)
+            return record
+
+        return tapped_on_clock
+
+
+def _tapped_app_class(tap: ReleaseTap) -> type[PufferfishApp]:
+    from stream_app.faust_adapter.worker import PufferfishApp
+
+    class TappedApp(PufferfishApp):
+        """PufferfishApp whose release ticks go through the tap."""
+
+        def __init__(self, settings: Settings, metrics: Any = None) -> None:
+            super().__init__(settings, metrics)
+            self.releaser.on_clock = tap.wrap(  # type: ignore[method-assign,assignment]
+                self.releaser.on_clock)
+
+        def latest_partials(self) -> dict[int, Partial]:
+            return tap.seen(super().latest_partials())
+
+    return TappedApp
+
+
+def start_demo_worker(
+    settings: Settings, workdir: Path
+) -> tuple[subprocess.Popen[bytes], IO[bytes], Path]:
+    """This module as a subprocess with the settings as PUFFERFISH_* variables; its log file
+    and the truth file it appends to."""
+    env = settings_env(settings)
+    truth_path = workdir / TRUTH_FILE
+    os.close(os.open(truth_path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600))
+    log_path = workdir / "worker.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - the caller closes it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stream_app.demo.demo_worker", str(truth_path)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+        start_new_session=True,  # Ctrl-C reaches the demo only; the demo stops the worker
+    )
+    print(f"worker: pid {proc.pid}, log {log_path}", flush=True)
+    return proc, log, truth_path
+
+
+def main(argv: list[str]) -> int:
+    import stream_app.faust_adapter.worker
+    from stream_app.config import load_settings
+    from stream_app.faust_adapter.runner import run_worker
+
+    settings = load_settings()
+    with open(argv[0], "a", encoding="utf-8") as truth:
+        # run_worker builds stream_app.faust_adapter.worker.PufferfishApp: the tapped one
+        tap = ReleaseTap(truth, settings.grid_log2)
+        stream_app.faust_adapter.worker.PufferfishApp = _tapped_app_class(tap)  # type: ignore[misc]
+        try:
+            return run_worker(settings)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""The demo's worker subprocess: started with the demo's settings, stopped as a process group."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from stream_app.demo.population import DOMAIN
+from stream_app.settings import Settings
+
+
+def demo_settings(
+    args: argparse.Namespace, broker_url: str, workdir: Path, metrics_port: int
+) -> Settings:
+    """The demo worker's settings: learned priors, loopback, tansu workarounds."""
+    return Settings(
+        broker=broker_url,
+        app_id=f"pufferfish-demo-{os.getpid()}",
+        domain=DOMAIN,
+        epsilon=args.epsilon,
+        budget_total=args.budget,
+        release_period_seconds=args.release_period,
+        prior_source="learned",
+        learn_period_seconds=args.learn_period,
+        epsilon_learn=args.epsilon_learn,
+        metrics_host="127.0.0.1",
+        metrics_port=metrics_port,
+        web_port=None,
+        data_dir=workdir / "worker-data",
+        store="memory://",
+        # tansu workarounds (docs: shared kafka notes): exact log-end offsets, quick joins
+        producer_max_batch_size=1,
+        producer_linger_seconds=0.0,
+        broker_session_timeout=6,
+        broker_rebalance_timeout=6,
+        broker_heartbeat_interval=1,
+        consumer_fetch_max_wait_seconds=0.1,  # tansu holds idle fetches for the whole wait
+    )
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """This process's environment with the settings as PUFFERFISH_* variables (those set)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    for name in settings.model_fields_set:
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        env[f"PUFFERFISH_{name.upper()}"] = (
+            json.dumps(list(value)) if isinstance(value, tuple) else str(value)
+        )
+    return env
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.wait()
+
+
+def tail(path: Path, lines: int) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return text.rstrip("\n").splitlines()[-lines:]

@@ -1,0 +1,314 @@
+"""Wire records (JSON) and the classification of raw input bytes.
+
+Only ``DeadLetter.raw`` ever carries input bytes (truncated); reasons are fixed labels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from stream_app.domain import rejection
+from stream_app.domain.rejection import Rejected as Rejected  # re-exported: the input path's error
+
+RAW_TRUNCATE_BYTES = 256
+
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Timestamp = Annotated[float, Field(strict=True, ge=0)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+
+M = TypeVar("M", bound=_Wire)
+
+
+_USER_ID = (
+    "The user's id, 1 to 128 characters. The record key must be this id as UTF-8 bytes "
+    "(else key_mismatch), and the record's partition murmur2(key) mod input_partitions "
+    "(else wrong_partition)."
+)
+_EVENT_TS = "Event time: seconds since the Unix epoch, a JSON number >= 0."
+
+
+class Report(_Wire):
+    """One value reported by a user (topic ``reports``)."""
+
+    user_id: Identifier = Field(description=_USER_ID)
+    value: Annotated[float, Field(
+        strict=True,
+        description="The reported value: a finite JSON number (not a string) in the configured "
+        "domain (else out_of_domain). A present user's newest report (by ts) is what counts "
+        "in the sum.")]
+    report_id: Identifier = Field(
+        description="Unique per user, 1 to 128 characters: an id among the user's last "
+        "dedup_window report ids is dead-lettered duplicate_report.")
+    ts: Timestamp = Field(description=_EVENT_TS)
+
+
+class Membership(_Wire):
+    """A user joins or leaves (topic ``membership``)."""
+
+    user_id: Identifier = Field(description=_USER_ID)
+    event: Literal["join", "leave"] = Field(
+        description="join: the user becomes present (already present: already_present); "
+        "leave: the user is no longer counted (not present: unknown_user).")
+    group: Identifier | None = Field(
+        default=None,
+        description="The group a join enters, one of the configured groups (else "
+        "unknown_group). Absent or null: the user's previous group, else default_group. "
+        "Not used by a leave.")
+    ts: Timestamp = Field(description=_EVENT_TS)
+
+
+_CLOCK_TS = "Public clock reading: seconds since the Unix epoch."
+_WINDOW = (
+    "Privacy window of the charge, floor(ts / budget_window_seconds): the budget renews each "
+    "window. Null (or absent, in older records) when budget_window_seconds is not set."
+)
+
+
+class Release(_Wire):
+    """One noisy sum and its budget charge (topic ``releases``, the budget journal)."""
+
+    seq: int = Field(ge=1, description="Release number: 1, 2, ... in publication order, never "
+                     "reused (the journal's order, across restarts).")
+    ts: float = Field(description=_CLOCK_TS)
+    noisy_sum: float = Field(
+        description="The sum of the present users' newest reported values plus discrete "
+        "Laplace noise of scale theta on the 2^grid_log2 grid.")
+    theta: float = Field(
+        ge=0, description="Laplace noise scale, calibrated from public inputs only (the "
+        "settings and the published laws), never from the data.")
+    epsilon: float = Field(gt=0, description="The configured epsilon per release.")
+    epsilon_spent: float = Field(
+        ge=0, description="Budget spent so far (in this window, if any), releases and learning "
+        "rounds together, this release's charge included.")
+    epsilon_remaining: float = Field(
+        description="budget_total - epsilon_spent (at least 0).")
+    pairs: list[str] = Field(
+        description="The secret pairs protected: value_change, value_presence, "
+        "distribution_presence, distribution_change.")
+    rule: str = Field(
+        description="The calibration rule: kantorovich, exact, bound or relaxed.")
+    binding_pair: str | None = Field(
+        default=None, description="The pair whose theta is the largest (it sets theta); "
+        "null: no pair needs noise.")
+    binding_group: str | None = Field(
+        default=None, description="The group of binding_pair; null: none.")
+    priors_seq: int = Field(
+        default=0, ge=0, description="The learning round (seq on topic priors) whose laws "
+        "theta was calibrated on; 0: the configured laws, before any round.")
+    charge: float = Field(
+        default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
+        "spread / theta) (0 in records older than this field).")
+    window: int | None = Field(default=None, description=_WINDOW)
+
+
+class PriorsRecord(_Wire):
+    """One group's law in one learning round (topic ``priors``; seq 0 = the settings' laws)."""
+
+    seq: int = Field(ge=1, description="Learning round number: 1, 2, ...; one record per "
+                     "configured group per round, all with the round's seq.")
+    ts: float = Field(description=_CLOCK_TS)
+    group: str = Field(description="The configured group whose law this is.")
+    support: list[float] = Field(
+        description="The values of the law, sorted, within the configured domain.")
+    probs: list[float] = Field(
+        description="The probability of each support value (same length; sums to 1).")
+    epsilon_learn: float = Field(gt=0, description="Epsilon charged for this round.")
+    epsilon_spent: float = Field(
+        ge=0, description="Budget spent after this round's charge (in this window, if any).")
+    radius: float = Field(
+        default=0.0, ge=0, le=2, description="L1 radius around probs that holds the true law "
+        "with probability at least 1 - prior_confidence_beta (2: anything); theta is robust "
+        "over it.")
+    status: Literal["learned", "low_mass", "void"] = Field(
+        default="learned", description="learned: a new law; low_mass (noisy mass below "
+        "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
+        "radius are kept.")
+    window: int | None = Field(default=None, description=_WINDOW)
+
+
+class DeadLetter(_Wire):
+    """A rejected input record (topic ``deadletter``); it changed no state."""
+
+    source_topic: str = Field(description="The input topic the record was read from.")
+    raw: str = Field(
+        description="The record's value: its first 256 bytes as text, invalid UTF-8 escaped "
+        "as \\xNN; empty for a null value.")
+    reason: str = Field(description="Why it was rejected: one fixed label (REJECT_REASONS).")
+    ts: float = Field(description="When the worker rejected it: seconds since the Unix epoch.")
+    partition: int | None = Field(
+        default=None, ge=0, description="The source record's partition on source_topic (to "
+        "fetch it: partition and offset); null in records older than this field.")
+    offset: int | None = Field(
+        default=None, ge=0, description="The source record's offset in that partition; null "
+        "in records older than this field.")
+    detail: str | None = Field(
+        default=None, description="What failed, for an operator, never the record's values: "
+        "the field (invalid_schema: 'field value: ...'), the byte or column (malformed_json), "
+        "the expected partition (wrong_partition: 'expected partition 3 of 8'). Null when the "
+        "reason says it all, and in records older than this field.")
+
+
+class Partial(_Wire):
+    """One input partition's aggregate (internal topic). sum_units: exact sum in grid units.
+
+    group_units: per group, the sum of its present members' normalised histograms
+    (core.learning.user_share units) -- the statistic the learning rounds add noise to.
+    """
+
+    partition: int = Field(ge=0)
+    sum_units: int
+    group_units: dict[str, list[int]] = Field(default_factory=dict)
+    newest_ts: float = 0.0
+
+
+def truncate_raw(raw: bytes | None) -> str:
+    """The record bytes, truncated, as text (invalid UTF-8 escaped, never decoded loosely)."""
+    if raw is None:
+        return ""
+    return raw[:RAW_TRUNCATE_BYTES].decode("utf-8", errors="backslashreplace")
+
+
+def dead_letter(
+    source_topic: str, raw: bytes | None, reason: str, ts: float, partition: int | None = None,
+    offset: int | None = None, detail: str | None = None,
+) -> DeadLetter:
+    """The letter of a record read from ``source_topic`` at ``partition``/``offset``."""
+    return DeadLetter(source_topic=source_topic, raw=truncate_raw(raw), reason=reason, ts=ts,
+                      partition=partition, offset=offset, detail=detail)
+
+
+def _parse(raw: bytes | None, max_bytes: int, model: type[M]) -> M:
+    """Bytes -> ``model``, or Rejected with the first defect's reason and what failed."""
+    if raw is not None and len(raw) > max_bytes:
+        raise rejection.too_large(len(raw), max_bytes)
+    if raw is None:
+        raise Rejected("malformed_json", "null value")
+    try:
+        doc = orjson.loads(raw)  # the fast path: strict UTF-8 and standard JSON
+    except orjson.JSONDecodeError:
+        # orjson refuses what the classification below must tell apart (NaN/Infinity
+        # literals: non_finite_value; integers beyond 64 bits); Python's json decides
+        doc = _slow_json(raw)
+    if not isinstance(doc, dict):  # it parsed, but it is not a record object
+        raise rejection.not_an_object(doc)
+    for name in ("value", "ts"):
+        v = doc.get(name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise rejection.not_finite(name)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise rejection.schema_error(exc) from None
+
+
+def _slow_json(raw: bytes) -> object:
+    try:
+        # Python's json accepts NaN/Infinity literals: let them through so they are
+        # classified as non_finite_value, not as malformed JSON.
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        # ValueError covers JSONDecodeError and integer literals beyond Python's digit limit
+        raise rejection.malformed(exc) from None
+
+
+def parse_report(raw: bytes | None, max_bytes: int) -> Report:
+    return _parse(raw, max_bytes, Report)
+
+
+def parse_membership(raw: bytes | None, max_bytes: int) -> Membership:
+    return _parse(raw, max_bytes, Membership)
+
+
+# --- the input path's form: the same fields as plain tuples --------------------------------
+# The worker only reads a record's fields: a pydantic model per record costs 1.3 us
+# (parse_report), a tuple 0.65 us (read_report). The read_* functions accept by hand what is
+# plainly valid (the exact JSON types the models accept as they are, within their bounds) and
+# leave everything else to parse_*, which decides: the outcome is parse_*'s for every input
+# (tests/stream_app/domain/test_models_fast.py).
+class ReportIn(NamedTuple):
+    """A valid report (the fields of ``Report``)."""
+
+    user_id: str
+    value: float
+    report_id: str
+    ts: float
+
+
+class MembershipIn(NamedTuple):
+    """A valid join/leave (the fields of ``Membership``)."""
+
+    user_id: str
+    event: str
+    group: str | None
+    ts: float
+
+
+_INF = math.inf
+_ID_MAX = 128  # Identifier's max_length
+# builds a NamedTuple without its Python-level __new__ (hot paths: one per record or user)
+tuple_new = tuple.__new__
+
+
+def _loads(raw: bytes | None, max_bytes: int) -> Any:
+    """The record's JSON on the fast path, else None (parse_* then decides)."""
+    if raw is None or len(raw) > max_bytes:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def read_report(raw: bytes | None, max_bytes: int) -> ReportIn:
+    """``parse_report`` as a ``ReportIn``: the same acceptance and reasons."""
+    doc = _loads(raw, max_bytes)
+    if type(doc) is dict:
+        uid, value, rid, ts = doc.get("user_id"), doc.get("value"), doc.get("report_id"), \
+            doc.get("ts")
+        # exact JSON types (str, float) within the model's bounds; NaN fails every comparison
+        if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(rid) is str \
+                and 0 < len(rid) <= _ID_MAX and type(value) is float and -_INF < value < _INF \
+                and type(ts) is float and 0.0 <= ts < _INF:
+            return tuple_new(ReportIn, (uid, value, rid, ts))
+    r = parse_report(raw, max_bytes)
+    return ReportIn(r.user_id, r.value, r.report_id, r.ts)
+
+
+def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
+    """``parse_membership`` as a ``MembershipIn``: the same acceptance and reasons."""
+    doc = _loads(raw, max_bytes)
+    if type(doc) is dict:
+        uid, event, group, ts = doc.get("user_id"), doc.get("event"), doc.get("group"), \
+            doc.get("ts")
+        if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(event) is str \
+                and (event == "join" or event == "leave") \
+                and (group is None or (type(group) is str and 0 < len(group) <= _ID_MAX)) \
+                and type(ts) is float and 0.0 <= ts < _INF:
+            return tuple_new(MembershipIn, (uid, event, group, ts))
+    m = parse_membership(raw, max_bytes)
+    return MembershipIn(m.user_id, m.event, m.group, m.ts)
+
+
+def check_key(key: bytes | None, user_id: str) -> None:
+    """The record key must be the user_id (it decides the partition, hence the state owner)."""
+    if key is None:
+        raise Rejected("key_mismatch", "record key is null (must be the user_id)")
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Rejected("key_mismatch", "record key is not UTF-8 (must be the user_id)") from None
+    if text != user_id:
+        raise Rejected("key_mismatch", "record key is not the user_id")
+
+
+def to_bytes(model: BaseModel) -> bytes:
+    return model.model_dump_json().encode()

@@ -1,0 +1,181 @@
+"""Which fetched record the worker's drain loop may hand to its streams (docs/design.md,
+"Records are handed over in offset order").
+
+Faust's drain step remembers only the last offset it *read* and treats any jump past it as a
+gap to acknowledge. Two things break that on a rebalance or a slow start-up:
+- a hand-off abandoned because the flow was suspended still advances the read offset, so the
+  record is never handed over unless a later seek happens to bring it back (a worker that
+  fetched one record during start-up recovery then sat on it for ever);
+- a batch fetched before a seek (``perform_seek`` to the committed offsets during a rebalance)
+  is still iterated after it: its records are past the seek target, Faust acknowledges the
+  offsets in between as a gap and drops the re-fetched ones as already read (a run of records
+  committed without ever reaching the agent).
+
+Here a record is handed over only at the offset the partition expects next. The expected
+offset is set by every seek and advanced by every completed hand-off; an abandoned hand-off
+leaves it where it was and the partition is sought back to it.
+
+A record past the expected offset is a gap. Kafka logs have them: a compacted topic (every
+table changelog) drops superseded keys, each transaction marker takes an offset, deleted
+records leave the log start behind. Such a gap is acknowledged and the record handed over when
+the partition was not sought since its batch's fetch began (``fetch_stamp``): the client's
+position then ran from the last seek through every batch the loop saw, so nothing lies in the
+gap. Only after a seek made meanwhile can the record be stale (a batch fetched before the seek);
+the partition is then sought back to the expected offset, and the fetch that follows decides.
+
+Records the client consumed that never reached the loop at all: Faust's ``getmany`` throws
+away a fetched batch that comes back while the flow is stopped (a rebalance), the rest of a
+batch when the generation changes, and the records of a partition paused meanwhile, trusting a
+seek to the committed offsets to fetch them again. No such seek moves a partition without a
+committed offset (a changelog, an input topic whose offsets were never committed) or one sought
+before the batch came back (table recovery seeks its changelogs to 0 first): its position stays
+past records nobody saw (``dropped`` says where to fetch such a partition again). Seeks that
+Faust runs in the client's thread (``seek_wait``: table recovery; ``seek_to_committed``) land at
+a moment the loop cannot see: records of such a partition are skipped while one is in flight
+and the partition is fetched again once it is done (``seek_begins``, ``seek_ended``). A safety net,
+``stalled``: a client fetch position past the expected offset while nothing is handed over; the
+loop seeks such a partition back once per (expected offset, position): a position that comes
+back to the same place after the fetch again is past a gap at the end of the log (a transaction
+marker), not past lost records. (Records wiped from a stream buffer *after* the hand-off are
+another matter: stream_app/faust_adapter/flow.py.)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+
+
+class Verdict(enum.Enum):
+    DELIVER = "deliver"  # the expected record (or the first one of an unknown position)
+    DROP = "drop"        # before the expected offset: already handed over, or before a seek
+    GAP = "gap"          # past it, no seek since the fetch began: acknowledge the gap, deliver
+    RESEEK = "reseek"    # past it, sought since the fetch began: seek back, skip the rest
+    WAIT = "wait"        # a seek is in flight in the client thread: skip, fetch again after it
+
+
+class ExpectedOffsets:
+    """The next offset each assigned partition may hand over (None: unknown, take any)."""
+
+    def __init__(self) -> None:
+        self._next: dict[Hashable, int | None] = {}
+        self._serial = 0  # seeks and revocations so far, all partitions
+        self._sought_at: dict[Hashable, int] = {}  # _serial at the partition's last seek
+        self._behind: dict[Hashable, int] = {}  # expected offset at the last stall check
+        self._stall_checked: dict[Hashable, tuple[int, int]] = {}  # (expected, position)
+        self._in_flight: dict[Hashable, int | None] = {}  # first record skipped meanwhile
+
+    def fetch_stamp(self) -> int:
+        """Taken before a fetch begins, given to ``judge`` for the records it returns."""
+        return self._serial
+
+    def epoch(self, tp: Hashable) -> int:
+        """Changes with every seek (or revocation) of the partition: taken before a hand-off,
+        given back to ``handed_over``."""
+        return self._sought_at.get(tp, 0)
+
+    def expected(self, tp: Hashable) -> int | None:
+        return self._next.get(tp)
+
+    def judge(self, tp: Hashable, offset: int, fetch_stamp: int) -> Verdict:
+        if tp in self._in_flight:
+            if self._in_flight[tp] is None:
+                self._in_flight[tp] = offset
+            return Verdict.WAIT
+        want = self._next.get(tp)
+        if want is None or offset == want:
+            return Verdict.DELIVER
+        if offset < want:
+            return Verdict.DROP
+        if self._sought_at.get(tp, 0) <= fetch_stamp:
+            return Verdict.GAP
+        return Verdict.RESEEK
+
+    def skip_gap(self, tp: Hashable, offset: int) -> int:
+        """After a GAP verdict for `offset`: expect it; returns where the gap began."""
+        start = self._next.get(tp)
+        self._next[tp] = offset
+        return offset if start is None else start
+
+    def handed_over(self, tp: Hashable, offset: int, epoch: int | None = None) -> bool:
+        """The record at `offset` reached the streams. A seek made while it was being handed
+        over (a rebalance, a refetch of what a flow-control wipe dropped) decides where the
+        partition goes on, so it is not overridden: False then, and the rest of the
+        partition's batch is stale. `epoch` (``epoch(tp)`` when the hand-off began) tells a seek
+        to this very offset from none: such a seek fetches the record again because it was
+        thrown away after the hand-off, and advancing past it would drop the fresh copy."""
+        if epoch is not None and self._sought_at.get(tp, 0) != epoch:
+            return False
+        if self._next.get(tp) not in (None, offset):
+            return False
+        self._next[tp] = offset + 1
+        return True
+
+    def dropped(self, tp: Hashable, first: int, epoch: int) -> int | None:
+        """Records from `first` on were consumed from the Kafka client but thrown away before
+        the loop saw them (Faust's ``getmany``). Where to fetch the partition again: the
+        expected offset when known (the loop's view of what was handed over), else `first`.
+        None when the partition was sought or revoked since the fetch returned (`epoch`, taken
+        then): that seek decides."""
+        if tp in self._in_flight:
+            if self._in_flight[tp] is None:
+                self._in_flight[tp] = first
+            return None  # seek_ended says where to fetch again
+        if self._sought_at.get(tp, 0) != epoch:
+            return None
+        want = self._next.get(tp)
+        return first if want is None else want
+
+    def seek_begins(self, tp: Hashable) -> None:
+        """A seek is about to run in the client's thread (Faust's ``seek_wait`` and
+        ``seek_to_committed``), at a moment the loop cannot know: a batch returned meanwhile may
+        come from before or after it, so its records are skipped until ``seek_ended``."""
+        self._in_flight.setdefault(tp, None)
+
+    def seek_ended(self, tp: Hashable, offset: int | None, moved: bool) -> int | None:
+        """The seek of ``seek_begins`` is done (`moved`: it set the position to `offset`).
+        Where to fetch again when records were skipped meanwhile (the client is past them)."""
+        skipped = self._in_flight.pop(tp, None)
+        if moved:
+            self.sought(tp, offset)
+        if skipped is None:
+            return None
+        want = self._next.get(tp)
+        return skipped if want is None else want
+
+    def sought(self, tp: Hashable, offset: int | None) -> None:
+        """A seek moved the partition's fetch position (None: to a position not known here)."""
+        self._next[tp] = offset if offset is not None and offset >= 0 else None
+        self._serial += 1
+        self._sought_at[tp] = self._serial
+
+    def forget(self, tp: Hashable) -> None:
+        self._next.pop(tp, None)
+        self._in_flight.pop(tp, None)
+        self._behind.pop(tp, None)
+        self._stall_checked.pop(tp, None)
+        self._serial += 1
+        self._sought_at[tp] = self._serial  # a hand-off or fetch begun before is stale
+
+    def stalled(self, tp: Hashable, position: int) -> bool:
+        """Called every few seconds with the client's fetch position, while no hand-off is in
+        progress. True when the client is past the expected offset and nothing was handed over
+        since the previous call: records lost between the Kafka client and this loop (the loop
+        seeks back). Once per (expected offset, position): if the fetch again leaves the
+        client at the same position with nothing handed over, the log has no record there."""
+        want = self._next.get(tp)
+        if (want is None or position <= want or tp in self._in_flight
+                or self._stall_checked.get(tp) == (want, position)):
+            self._behind.pop(tp, None)
+            return False
+        if self._behind.get(tp) == want:
+            del self._behind[tp]
+            self._stall_checked[tp] = (want, position)
+            return True
+        self._behind[tp] = want
+        return False
+
+    def busy(self) -> None:
+        """A hand-off is in progress: its partition's records wait behind it, not lost; the
+        stall watch starts afresh."""
+        self._behind.clear()

@@ -1,0 +1,109 @@
+"""The topics a worker uses and the one way to create them (with the settings' SASL/TLS).
+
+Faust does not create source topics, and a broker may auto-create them with another partition
+count, so the worker (``pufferfish run``), the demo and the tests all create topics here first.
+The releases and priors topics are journals: infinite retention, never compacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from stream_app.kafka.clients import aiokafka_kwargs
+from stream_app.settings import Settings
+
+TOPIC_ALREADY_EXISTS = 36  # Kafka error code
+JOURNAL_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+
+
+class TopicSetupError(RuntimeError):
+    """A topic was refused, is missing after creation, or has the wrong partition count."""
+
+
+def wanted_topics(settings: Settings) -> dict[str, int]:
+    """Every topic of a worker and its partition count (the one topic list)."""
+    s = settings
+    return {
+        s.topic_reports: s.input_partitions,
+        s.topic_membership: s.input_partitions,
+        s.topic_partials: 1,
+        s.topic_releases: 1,
+        s.topic_priors: 1,
+        s.topic_deadletter: 1,
+    }
+
+
+def journal_topics(settings: Settings) -> frozenset[str]:
+    return frozenset({settings.topic_releases, settings.topic_priors})
+
+
+async def _existing(admin: AIOKafkaAdminClient) -> dict[str, int]:
+    """Partition count of every topic (asks for all topics: never auto-creates one)."""
+    return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(None)}
+
+
+async def create_topics(
+    client: Mapping[str, Any],
+    topics: Mapping[str, int],
+    journals: frozenset[str] = frozenset(),
+    settle_seconds: float = 10.0,
+) -> None:
+    """Create the missing ``topics`` ({name: partitions}) with aiokafka admin kwargs ``client``;
+    existing ones must have that partition count. TopicSetupError names the topic otherwise."""
+    for name, partitions in topics.items():
+        if not name or partitions < 1:
+            raise TopicSetupError(
+                f"topic {name!r}: need a name and partitions >= 1, got {partitions}")
+    admin = AIOKafkaAdminClient(**client, request_timeout_ms=10_000)
+    try:
+        await admin.start()
+        missing = [n for n in topics if n not in await _existing(admin)]
+        if missing:
+            response = await admin.create_topics([
+                NewTopic(n, topics[n], replication_factor=1,
+                         topic_configs=dict(JOURNAL_CONFIG) if n in journals else {})
+                for n in missing
+            ])
+            for name, code, *_ in response.topic_errors:
+                if code not in (0, TOPIC_ALREADY_EXISTS):
+                    raise TopicSetupError(
+                        f"topic {name!r}: broker refused creation (Kafka error {code})")
+        deadline = time.monotonic() + settle_seconds
+        while True:
+            existing = await _existing(admin)
+            wrong = {n: existing.get(n) for n, p in topics.items() if existing.get(n) != p}
+            if not wrong:
+                return
+            # a topic that exists with another count will never fix itself: fail at once
+            if any(c is not None for c in wrong.values()) or time.monotonic() > deadline:
+                raise TopicSetupError("topic partition check failed: " + ", ".join(
+                    f"{n!r} has {c} partitions, expected {topics[n]}" if c is not None
+                    else f"{n!r} missing after creation" for n, c in wrong.items()))
+            await asyncio.sleep(0.1)
+    finally:
+        try:
+            await admin.close()
+        except Exception:  # noqa: BLE001 - closing a half-started client must not mask errors
+            pass
+
+
+async def ensure_topics(settings: Settings, timeout: float = 30.0) -> None:
+    """Create every topic of the worker, retrying while the broker is not reachable yet."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            await create_topics(aiokafka_kwargs(settings), wanted_topics(settings),
+                                journal_topics(settings))
+            return
+        except TopicSetupError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - broker not reachable yet: retry
+            last = exc
+        await asyncio.sleep(0.5)
+    raise TopicSetupError(f"broker {settings.broker} not reachable in {timeout:g} s ({last!r})")

@@ -1,0 +1,155 @@
+"""The demo's printing (exact sum next to each release, theta changes, --quiet) and its PNG,
+without a broker."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import pytest
+
+from stream_app.demo.demo_plot import plot_run, write_plot
+from stream_app.demo.demo_view import HEADER, DemoView, Point, Round, Truth
+from stream_app.demo.demo_worker import truth_line
+from stream_app.demo.journal_lines import release_line, round_line
+from stream_app.domain.models import Partial
+
+
+def _release(seq: int, noisy: float, theta: float, spent: float, priors_seq: int) -> bytes:
+    return json.dumps({
+        "seq": seq, "ts": 1000.0 + seq, "noisy_sum": noisy, "theta": theta, "epsilon": 1.0,
+        "epsilon_spent": spent, "epsilon_remaining": 50.0 - spent, "pairs": [], "rule": "k",
+        "priors_seq": priors_seq, "charge": 1.0,
+    }).encode()
+
+
+def _round(seq: int, spent: float) -> bytes:
+    return json.dumps({
+        "seq": seq, "ts": 1000.5 + seq, "group": "default", "support": [1.0, 2.0],
+        "probs": [0.25, 0.75], "epsilon_learn": 1.0, "epsilon_spent": spent, "radius": 0.125,
+        "status": "learned",
+    }).encode()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _tap(path: Path, seq: int, units: dict[int, int]) -> None:
+    partials = {p: Partial(partition=p, sum_units=u, newest_ts=float(p)) for p, u in units.items()}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(truth_line(seq, -10, partials))
+
+
+def _view(tmp_path: Path, quiet: bool = False) -> tuple[DemoView, list[str], _Clock, Path]:
+    lines: list[str] = []
+    clock = _Clock()
+    truth = tmp_path / "truth.jsonl"
+    truth.touch()
+    return DemoView(50.0, Truth(truth), quiet=quiet, say=lines.append, clock=clock), lines, \
+        clock, truth
+
+
+def test_release_waits_for_its_exact_sum_and_keeps_journal_order(tmp_path: Path) -> None:
+    view, lines, clock, truth = _view(tmp_path)
+    view.header()
+    assert lines == [HEADER]
+    view.on_release(_release(1, 103.5, 16.0, 1.0, 0))
+    view.on_round(_round(1, 2.0))
+    view.pump()
+    assert lines == [HEADER]  # the release waits for the tap; the round waits behind it
+    _tap(truth, 1, {0: 40 * 1024, 1: 60 * 1024 + 512})
+    with open(truth, "a") as f:
+        f.write('{"seq": 2, "grid_')  # a half-written line is left for the next poll
+    view.pump()
+    assert lines[1] == ("release seq=1 noisy_sum=103.50 exact_sum=100.50 error=+3.00 "
+                        "theta=16.0000 sd=22.63 epsilon_spent=1.0000/50 priors_seq=0")
+    assert lines[2] == round_line(_round(1, 2.0))[0]
+    # a new law: the theta change is announced with the first release that uses it
+    view.on_release(_release(2, 90.0, 4.0, 3.0, 1))
+    view.pump()
+    assert len(lines) == 3
+    clock.now = 11.0  # no exact sum within TRUTH_WAIT_SECONDS: printed without it
+    view.pump()
+    assert lines[3] == "theta 16.0000 -> 4.0000 after learning round seq=1 (sd 22.63 -> 5.66)"
+    assert lines[4].startswith("release seq=2 noisy_sum=90.00 exact_sum=n/a error=n/a theta=4")
+    view.on_release(_release(3, 91.0, 4.0, 5.0, 2))  # a round that left theta as it was
+    view.pump(final=True)
+    assert lines[5] == "theta stays 4.0000 after learning round seq=2"
+    assert [p.seq for p in view.points] == [1, 2, 3] and view.points[0].exact == 100.5
+    assert view.releases == 3 and view.round_records == 1
+    assert view.rounds == [Round(1, 1001.5, "default", "learned", 0.125, 2.0)]
+
+
+def test_quiet_prints_the_terse_lines_unchanged(tmp_path: Path) -> None:
+    view, lines, _, _ = _view(tmp_path, quiet=True)
+    view.header()
+    records = [_release(1, 10.0, 16.0, 1.0, 0), _round(1, 2.0), _release(2, 12.0, 4.0, 3.0, 1)]
+    view.on_release(records[0])
+    view.on_round(records[1])
+    view.on_release(records[2])
+    view.pump()  # no waiting for exact sums
+    assert lines == [release_line(records[0])[0], round_line(records[1])[0],
+                     release_line(records[2])[0]]
+    assert lines[0] == ("release seq=1 theta=16.0000 noisy_sum=10.00 priors_seq=0 "
+                        "epsilon_left=49.0000")
+
+
+def test_unreadable_records_are_said_and_not_counted(tmp_path: Path) -> None:
+    view, lines, _, _ = _view(tmp_path)
+    view.on_release(b"{not json")
+    view.on_round(None)
+    view.pump()
+    assert lines == ["release: (unreadable record skipped)",
+                     "learning round: (unreadable record skipped)"]
+    assert view.releases == 0 and view.round_records == 0 and not view.points
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR" and data[-8:-4] == b"IEND"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_plot_is_a_png_of_sensible_size(tmp_path: Path) -> None:
+    points = [Point(seq=i, ts=100.0 + 2 * i, noisy=300.0 + 10 * math.sin(i), theta=8.0,
+                    spent=float(i), priors_seq=0, exact=300.0) for i in range(1, 21)]
+    points[-1].exact = None  # a release whose exact sum never came: noisy dot only
+    rounds = [Round(1, 105.0, "default", "learned", 0.1, 4.0)]
+    path = write_plot(tmp_path / "sub" / "demo.png", points, rounds, 50.0, t0=95.0)
+    width, height = _png_size(path)
+    assert 800 <= width <= 2000 and 500 <= height <= 1500
+    assert 20_000 < path.stat().st_size < 2_000_000
+
+
+def test_plot_without_releases_still_writes_a_png(tmp_path: Path) -> None:
+    view, _, _, _ = _view(tmp_path)
+    line, ok = plot_run(tmp_path / "empty.png", view, 50.0, t0=0.0)
+    assert ok and line.startswith(f"plot: {tmp_path / 'empty.png'} ")
+    _png_size(tmp_path / "empty.png")
+
+
+def test_plot_error_is_one_line(tmp_path: Path) -> None:
+    view, _, _, _ = _view(tmp_path)
+    (tmp_path / "file").write_text("x")
+    line, ok = plot_run(tmp_path / "file" / "x.png", view, 50.0, t0=0.0)
+    assert not ok and line.startswith("plot not written: ") and "\n" not in line
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["--plot", "out.jpg"], "plot"),
+    (["--plot", "x.png", "--no-plot"], "plot"),
+])
+def test_plot_arguments(argv: list[str], field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from stream_app.demo.demo import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith(f"pufferfish: error: {field}: ")

@@ -1,0 +1,75 @@
+"""stream_app.domain.contributions: the batch forms equal the one-at-a-time ones
+(Draft.contribution, PartitionAggregate.replace) on random drafts and changes, the rare shapes
+included."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from core.learning import SHARES_COUNT_LIMIT
+from stream_app.domain.contributions import contributions, replace_all
+from stream_app.domain.state import Contribution, Draft, PartitionAggregate
+
+
+def random_draft(rng: random.Random, k: int) -> Draft:
+    d = Draft(partition=0)
+    d.exists = True
+    d.present = rng.random() < 0.85
+    d.group = rng.choice(["g1", "g2", None]) if rng.random() < 0.2 else "g1"
+    d.value_units = rng.choice([None, rng.randrange(-5000, 5000)])
+    kk = k if rng.random() < 0.95 else k + 1  # an older state's histogram length
+    top = rng.choice([0, 1, 3, 1000])
+    d.counts = [rng.randrange(top + 1) for _ in range(kk)] if rng.random() < 0.97 else []
+    return d
+
+
+def test_contributions_are_each_drafts_own() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        k = rng.choice([1, 2, 5, 16])
+        drafts = [random_draft(rng, k) for _ in range(rng.randrange(0, 30))]
+        assert contributions(drafts) == [d.contribution() for d in drafts]
+
+
+def test_counts_too_large_for_int64_fall_back_to_exact_integers() -> None:
+    huge = Draft(partition=0)
+    huge.exists = huge.present = True
+    huge.group, huge.value_units = "g1", 3
+    huge.counts = [2**70, 1, SHARES_COUNT_LIMIT]
+    small = Draft(partition=0)
+    small.exists = small.present = True
+    small.group, small.value_units, small.counts = "g1", 1, [1, 2, 3]
+    assert contributions([small, huge]) == [small.contribution(), huge.contribution()]
+
+
+def random_contribution(rng: random.Random, k: int) -> Contribution | None:
+    if rng.random() < 0.1:
+        return None
+    d = random_draft(rng, k)
+    return d.contribution()
+
+
+def test_replace_all_is_replace_one_at_a_time() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        k = rng.choice([1, 3, 16])
+        changes = []
+        for _ in range(rng.randrange(0, 40)):
+            new = random_contribution(rng, k) or Contribution(0, None, None)
+            changes.append((random_contribution(rng, k), new))
+        start = {"g1": [rng.randrange(10**6) for _ in range(k)]} if rng.random() < 0.5 else {}
+        one, batch = (PartitionAggregate(partition=0, sum_units=5,
+                                         group_units={g: list(v) for g, v in start.items()},
+                                         dirty=False) for _ in range(2))
+        try:
+            for old, new in changes:
+                one.replace(old, new)
+        except IndexError:  # a share longer than the group's bins: refused either way
+            with pytest.raises(IndexError):
+                replace_all(batch, changes)
+            continue
+        replace_all(batch, changes)
+        assert (batch.sum_units, batch.group_units) == (one.sum_units, one.group_units)
+        assert batch.dirty

@@ -1,0 +1,464 @@
+"""``pufferfish plan``: plan_summary in-process, and the real console script as a subprocess.
+
+Expected values are derived by hand (Thm 2 |a|/eps, Thm 3 max|t|/eps, charge max(eps,
+spread/theta), floor(budget/charge), a hand replay of the public clock with exact Fractions) or,
+for the exact rule, checked with the independent exact audit: passes at theta, fails at 0.999*theta.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.auditor import audit
+from core.distribution import Distribution
+from stream_app.domain.planning import plan_summary
+from stream_app.settings import Settings
+
+REPO = Path(__file__).resolve().parents[3]
+CONSOLE_SCRIPT = Path(sys.executable).with_name("pufferfish")
+COMMAND = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "stream_app"]
+TIMEOUT_S = 60
+
+Law = dict[str, list[float]]
+G1: Law = {"support": [0, 1, 2], "probs": [0.6, 0.3, 0.1]}
+G2: Law = {"support": [0, 1, 2], "probs": [0.2, 0.3, 0.5]}
+G3: Law = {"support": [0, 8], "probs": [0.5, 0.5]}
+ISSUE10: dict[str, Law] = {"g1": G1, "g2": G2, "g3": G3}
+JSON_KEYS = {
+    "theta", "epsilon", "rule", "pairs", "binding_group", "binding_pair", "spread",
+    "charge_per_release", "noise_sd", "budget_total", "release_period_seconds",
+    "releases_until_exhausted", "seconds_until_exhausted", "schedule_capped", "prior_source",
+    "learning", "default_group", "groups", "theta_plain", "groups_plain", "radii", "window",
+    "failure_probability", "failure_bound", "guarantee",
+}
+FAILURE_KEYS = {"groups", "learning_rounds", "learning_rounds_in_horizon", "carried_in_rounds",
+                "clock_offset_rounds",
+                "beta_per_round", "horizon", "horizon_seconds", "formula"}
+
+
+pytestmark = [pytest.mark.usefixtures("clean_env"), pytest.mark.slow,
+              pytest.mark.xdist_group("test_planning")]
+
+
+def _settings(**kw: Any) -> Settings:
+    return Settings(**kw)
+
+
+def _dist(spec: Law) -> Distribution:
+    return Distribution.from_points(spec["support"], spec["probs"])
+
+
+def _passes_exactly(a: Distribution, b: Distribution, theta: float, eps: float) -> bool:
+    return audit(a, b, theta).loss <= eps + 1e-9
+
+
+def _replay(total: str, charge: float, period: float, learn: float | None,
+            learn_period: float | None) -> tuple[int, int, float]:
+    """Hand replay of the public clock: each tick a learning round first when one is due
+    (the first tick at or after each multiple of learn_period), then a release; the first
+    charge that does not fit stops everything. Exact decimal sums."""
+    budget, spent = Fraction(total), Fraction(0)
+    c, lc = Fraction(repr(charge)), Fraction(repr(learn)) if learn else None
+    releases = rounds = 0
+    last = 0.0
+    next_learn = Fraction(repr(learn_period)) if learn_period else None
+    tick = 0
+    while True:
+        tick += 1
+        now = tick * Fraction(repr(period))
+        if lc is not None and next_learn is not None and now >= next_learn:
+            if spent + lc > budget:
+                return releases, rounds, last
+            spent += lc
+            rounds += 1
+            next_learn += Fraction(repr(learn_period))
+        if spent + c > budget:
+            return releases, rounds, last
+        spent += c
+        releases += 1
+        last = float(now)
+
+
+# ---- plan_summary (in-process) ---------------------------------------------------------------
+def _issue10(tmp_path: Path) -> Settings:
+    path = tmp_path / "priors.json"
+    path.write_text(json.dumps(ISSUE10), encoding="utf-8")
+    return _settings(prior_source="declared", priors_file=str(path), domain=list(range(9)),
+                    pairs=["distribution_presence", "distribution_change"], rule="exact",
+                    epsilon=0.5)
+
+
+def test_issue10_exact_three_groups(tmp_path: Path) -> None:
+    s = _issue10(tmp_path)
+    got = plan_summary(s)
+    assert set(got) == JSON_KEYS
+    eps, theta = 0.5, got["theta"]
+    zero = Distribution.point(0.0)
+    g3 = _dist(G3)
+    assert theta == pytest.approx(9.6177, abs=1e-4)
+    assert _passes_exactly(g3, zero, theta, eps)
+    assert not _passes_exactly(g3, zero, 0.999 * theta, eps)
+    assert got["binding_group"] == "g3" and got["binding_pair"] == "distribution_presence"
+    # every pair of every group passes at theta (theta is the max over all of them)
+    laws = {g: _dist(spec) for g, spec in ISSUE10.items()}
+    for g, law in laws.items():
+        assert _passes_exactly(law, zero, theta, eps)
+        for h, other in laws.items():
+            if h != g:
+                assert _passes_exactly(law, other, theta, eps)
+    # groups table: 3 groups x 2 pairs, each entry the smallest theta for that group's pairs
+    assert set(got["groups"]) == {"g1", "g2", "g3"}
+    for g, row in got["groups"].items():
+        assert set(row) == {"distribution_presence", "distribution_change"}
+        t = row["distribution_presence"]
+        assert _passes_exactly(laws[g], zero, t, eps)
+        assert not _passes_exactly(laws[g], zero, 0.999 * t, eps)
+        t = row["distribution_change"]
+        others = [laws[h] for h in laws if h != g]
+        assert all(_passes_exactly(laws[g], o, t, eps) for o in others)
+        assert any(not _passes_exactly(laws[g], o, 0.999 * t, eps) for o in others)
+    # spread 8: the monotone coupling of g3 = {0: .5, 8: .5} with delta_0 moves mass 8 -> 0
+    assert got["spread"] == 8.0
+    charge = max(0.5, 8 / theta)
+    assert charge == pytest.approx(0.8318, abs=1e-4)
+    assert got["charge_per_release"] == pytest.approx(charge, rel=1e-12)
+    assert got["releases_until_exhausted"] == math.floor(100 / charge) == 120
+    assert got["seconds_until_exhausted"] == 120 * 10.0
+    assert got["schedule_capped"] is False
+    assert got["learning"] is None and got["prior_source"] == "declared"
+    assert got["default_group"] is None  # three groups, no default_group
+    assert got["noise_sd"] == pytest.approx(math.sqrt(2) * theta, rel=1e-3)
+    assert got["budget_total"] == 100.0 and got["release_period_seconds"] == 10.0
+    assert got["pairs"] == ["distribution_presence", "distribution_change"]
+    assert got["rule"] == "exact" and got["epsilon"] == 0.5
+    json.dumps(got, allow_nan=False)  # JSON-able as printed by --json
+
+
+def test_bound_value_presence_charge_is_epsilon(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"g": {"support": [0, 3], "probs": [0.5, 0.5]}}))
+    eps = 0.5
+    s = _settings(prior_source="declared", priors_file=str(path), domain=[0, 1, 2, 3],
+                 pairs=["value_presence"], rule="bound", epsilon=eps)
+    got = plan_summary(s)
+    assert got["theta"] == pytest.approx(3 / eps)  # Thm 2
+    assert got["charge_per_release"] == eps  # spread 3 / theta 6 = eps: exactly eps
+    assert got["noise_sd"] == pytest.approx(math.sqrt(2) * 3 / eps, rel=1e-3)
+    assert got["releases_until_exhausted"] == 200  # floor(100 / 0.5)
+    assert got["seconds_until_exhausted"] == 2000.0
+    assert got["default_group"] == "g" and got["groups"] == {"g": {"value_presence": 6.0}}
+    assert got["binding_group"] == "g" and got["binding_pair"] == "value_presence"
+
+
+def test_learned_defaults_one_uniform_group() -> None:
+    got = plan_summary(_settings())
+    # defaults: domain {0, 1}, epsilon 1, distribution_presence, kantorovich. The starting law
+    # is uniform with radius 2 (it estimates nothing): the ball holds delta_1, so theta is the
+    # worst case over the domain, max |t| / eps = 1 (Thm 3). The plain theta (radius 0) of
+    # Bernoulli(1/2) vs delta_0 under Prop. 1: the monotone plan's spread 1 / eps = 1.
+    theta = 1.0
+    assert got["theta"] == pytest.approx(theta, rel=1e-9)
+    assert got["theta_plain"] == pytest.approx(1.0, rel=1e-9)  # kantorovich: spread 1 / eps
+    assert got["radii"] == {"default": 2.0}
+    assert got["default_group"] == "default"
+    assert list(got["groups"]) == ["default"]
+    assert got["binding_group"] == "default"
+    charge = max(1.0, 1.0 / theta)  # spread 1 (mass at 1 coupled to 0): exactly epsilon
+    assert got["charge_per_release"] == pytest.approx(charge, rel=1e-6)
+    learning = got["learning"]
+    assert learning is not None
+    assert learning["epsilon_learn"] == 0.1 and learning["learn_period_seconds"] == 60.0
+    assert learning["prior_floor"] == 0.05 and learning["learn_min_mass"] == 10.0
+    releases, rounds, seconds = _replay("100", charge, 10.0, 0.1, 60.0)
+    # by hand: every 6 ticks 6 x 1 + 0.1 = 6.1; 16 cycles = 97.6, ticks 97, 98 -> 99.6, 99 over
+    assert (releases, rounds, seconds) == (98, 16, 980.0)
+    assert got["releases_until_exhausted"] == releases
+    assert learning["rounds_until_exhausted"] == rounds
+    assert got["seconds_until_exhausted"] == seconds
+    assert got["prior_source"] == "learned"
+
+
+def test_learned_bound_schedule_replayed_by_hand() -> None:
+    s = _settings(domain=[0, 1, 2, 3], pairs=["value_presence"], rule="bound", epsilon=0.5,
+                 epsilon_learn=0.1, learn_period_seconds=60, release_period_seconds=10)
+    got = plan_summary(s)
+    assert got["theta"] == pytest.approx(6.0)  # uniform on 0..3: max |a| = 3, Thm 2
+    assert got["charge_per_release"] == 0.5
+    releases, rounds, seconds = _replay("100", 0.5, 10.0, 0.1, 60.0)
+    # by hand: 32 cycles of (6 x 0.5 + 0.1) = 99.2; tick 193 (no round due) 99.7; 194 over
+    assert (releases, rounds, seconds) == (193, 32, 1930.0)
+    assert got["releases_until_exhausted"] == 193
+    assert got["learning"]["rounds_until_exhausted"] == 32
+    assert got["seconds_until_exhausted"] == 1930.0
+
+
+def test_learn_period_not_a_multiple_of_release_period() -> None:
+    # learn every 25 s, release every 10 s: rounds on ticks 3 (30 s), 5 (50 s), 8 (80 s), 10, ...
+    s = _settings(domain=[0, 2], pairs=["value_presence"], rule="bound", epsilon=1.0,
+                 budget_total=10.0, epsilon_learn=0.5, learn_period_seconds=25)
+    got = plan_summary(s)
+    assert got["theta"] == pytest.approx(2.0) and got["charge_per_release"] == 1.0
+    # hand count: tick1 1, t2 2, t3 2.5+1=3.5, t4 4.5, t5 5+1=6, t6 7, t7 8, t8 8.5+1=9.5,
+    # t9 needs 1 -> 10.5 > 10: stop after 8 releases, 3 rounds, at 80 s
+    assert _replay("10", 1.0, 10.0, 0.5, 25.0) == (8, 3, 80.0)
+    assert got["releases_until_exhausted"] == 8
+    assert got["learning"]["rounds_until_exhausted"] == 3
+    assert got["seconds_until_exhausted"] == 80.0
+
+
+# ---- failure probability of learned priors: groups x learning rounds x beta (union bound) ----
+def test_failure_learned_no_window_is_g_r_beta_until_exhausted() -> None:
+    # three learned groups, uniform starts on {0, 1, 2, 3}, value_presence bound: theta 3 / 0.5,
+    # charge 0.5; learning 0.1 every 60 s, release every 10 s: 193 releases, 32 rounds (hand
+    # count in test_learned_bound_schedule_replayed_by_hand, same clock and charges)
+    beta = 2e-5
+    s = _settings(domain=[0, 1, 2, 3], pairs=["value_presence"], rule="bound", epsilon=0.5,
+                 epsilon_learn=0.1, learn_period_seconds=60, release_period_seconds=10,
+                 groups=["a", "b", "c"], default_group="a", prior_confidence_beta=beta)
+    got = plan_summary(s)
+    assert set(got) == JSON_KEYS
+    releases, rounds, seconds = _replay("100", 0.5, 10.0, 0.1, 60.0)
+    assert (releases, rounds) == (193, 32)
+    expected = 3 * 32 * beta
+    assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
+    bound = got["failure_bound"]
+    assert set(bound) == FAILURE_KEYS
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 32, beta)
+    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"]) == (32, 0)
+    assert bound["horizon"] == "until_exhausted" and bound["horizon_seconds"] == seconds
+    assert "total loss <= budget_total = 100" in got["guarantee"]
+    assert f"{expected:.3g}" in got["guarantee"] and "3 groups x 32 learning rounds" in (
+        got["guarantee"])
+
+
+def test_failure_learned_with_windows_is_per_window_plus_the_round_carried_in() -> None:
+    # window 120 s = 12 ticks of 10 s; rounds due at ticks 6 and 12 (60 s, 120 s); charges
+    # 12 x 1 + 2 x 0.1 = 12.2 <= 100: 2 rounds in the window, plus the round in force when the
+    # window opens (learned in an earlier window), plus one because the worker's learning clock
+    # starts with the worker, not with the window (the aligned count is not an upper bound: a
+    # learn period longer than the window counts 0 rounds, a misaligned window holds 1):
+    # 4 rounds' radii per window
+    beta = 1e-4
+    s = _settings(groups=["a", "b", "c"], default_group="a", budget_window_seconds=120,
+                  prior_confidence_beta=beta)
+    got = plan_summary(s)
+    assert got["window"]["learning_rounds_per_window"] == 2
+    expected = 3 * (2 + 1 + 1) * beta
+    assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
+    bound = got["failure_bound"]
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 4, beta)
+    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"],
+            bound["clock_offset_rounds"]) == (2, 1, 1)
+    assert bound["horizon"] == "window" and bound["horizon_seconds"] == 120.0
+    assert "conditionally on the outputs of earlier windows" in got["guarantee"]
+    assert "k x budget_total" in got["guarantee"]
+
+
+def test_failure_probability_is_capped_at_one() -> None:
+    got = plan_summary(_settings(prior_confidence_beta=0.5))  # 1 group x 16 rounds x 0.5 = 8
+    assert got["failure_bound"]["learning_rounds"] == 16
+    assert got["failure_probability"] == 1.0
+
+
+def test_failure_declared_is_zero(tmp_path: Path) -> None:
+    priors = tmp_path / "p.json"
+    priors.write_text(json.dumps(ISSUE10))
+    s = _settings(prior_source="declared", priors_file=str(priors), domain=list(range(9)),
+                  budget_window_seconds=600)
+    got = plan_summary(s)
+    assert got["learning"] is None and got["failure_probability"] == 0.0
+    bound = got["failure_bound"]
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 0, None)
+    assert bound["carried_in_rounds"] == 0 and bound["clock_offset_rounds"] == 0
+    assert bound["horizon"] == "window"
+    assert "except with probability" not in got["guarantee"]
+    assert "conditionally on the outputs of earlier windows" in got["guarantee"]
+
+
+def test_budget_smaller_than_one_charge() -> None:
+    s = _settings(domain=[0, 2], pairs=["value_presence"], rule="bound", epsilon=1.0,
+                 budget_total=0.5)
+    got = plan_summary(s)
+    assert got["releases_until_exhausted"] == 0 and got["seconds_until_exhausted"] == 0
+
+
+# ---- the console script ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def _run(args: list[str], cwd: Path) -> Outcome:
+    done = subprocess.run([*COMMAND, "plan", *args], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, cwd=cwd, env=_env())
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+def _config(d: Path, name: str, cfg: dict[str, Any], priors: Any = None) -> str:
+    if priors is not None:
+        p = d / f"{name}.priors.json"
+        p.write_text(priors if isinstance(priors, str) else json.dumps(priors))
+        cfg = {**cfg, "priors_file": str(p)}
+    path = d / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _cases(d: Path) -> dict[str, list[str]]:
+    declared = {"prior_source": "declared"}
+    return {
+        "issue10-json": ["--json", "--config", _config(d, "issue10", {
+            **declared, "domain": list(range(9)), "rule": "exact", "epsilon": 0.5,
+            "pairs": ["distribution_presence", "distribution_change"]}, ISSUE10)],
+        "issue10-text": ["--config", str(d / "issue10.json")],
+        "defaults-json": ["--json"],
+        "defaults-text": [],
+        "bad-epsilon-learn": ["--config", _config(d, "el", {"epsilon_learn": 0})],
+        "bad-prior-floor": ["--config", _config(d, "pf", {"prior_floor": 1.5})],
+        "bad-support": ["--config", _config(d, "sup", {**declared, "domain": [0, 1, 2]},
+                                            {"g": {"support": [0, 7], "probs": [0.5, 0.5]}})],
+        "priors-missing": ["--config", _config(d, "pm", {
+            **declared, "priors_file": str(d / "does-not-exist.json")})],
+        "priors-not-json": ["--config", _config(d, "pnj", declared, "{nope")],
+        "priors-not-utf8": ["--config", _config(d, "pnu", declared, "overwritten")],
+        "declared-no-file": ["--config", _config(d, "dnf", declared)],
+        "change-one-group": ["--config", _config(d, "c1", {"pairs": ["distribution_change"]})],
+        "no-noise": ["--config", _config(d, "nn", {**declared, "pairs": ["value_presence"]},
+                                         {"g": {"support": [0], "probs": [1]}})],
+        "release-every-events": ["--config", _config(d, "ree", {"release_every_events": 5})],
+        "unknown-flag": ["--bogus"],
+        "config-missing": ["--config", str(d / "missing.json")],
+    }
+
+
+BAD: dict[str, tuple[str, str | None]] = {  # case -> (field, needle in the message)
+    "bad-epsilon-learn": ("epsilon_learn", None),
+    "bad-prior-floor": ("prior_floor", None),
+    "bad-support": ("priors_file.g.support", "7"),
+    "priors-missing": ("priors_file", None),
+    "priors-not-json": ("priors_file", None),
+    "priors-not-utf8": ("priors_file", None),
+    "declared-no-file": ("priors_file", None),
+    "change-one-group": ("pairs", None),
+    "no-noise": ("pairs", "no configured pair needs noise"),
+    "release-every-events": ("release_every_events", None),
+    "unknown-flag": ("arguments", "--bogus"),
+    "config-missing": ("config", None),
+}
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """Every console-script run of this module, two at a time (the machine is shared)."""
+    d = tmp_path_factory.mktemp("plan")
+    cases = _cases(d)
+    (d / "pnu.priors.json").write_bytes(b"\xff\xfe\x00{}")  # not UTF-8
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outs = dict(zip(cases, pool.map(lambda a: _run(a, d), cases.values()), strict=True))
+    return outs
+
+
+def test_cli_issue10_json(cli: dict[str, Outcome]) -> None:
+    out = cli["issue10-json"]
+    assert out.code == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1
+    got = json.loads(lines[0])
+    assert set(got) >= {
+        "theta", "binding_group", "binding_pair", "charge_per_release", "noise_sd",
+        "releases_until_exhausted", "seconds_until_exhausted", "groups",
+    }
+    assert set(got) == JSON_KEYS
+    theta = got["theta"]
+    g3, zero = _dist(G3), Distribution.point(0.0)
+    assert _passes_exactly(g3, zero, theta, 0.5)
+    assert not _passes_exactly(g3, zero, 0.999 * theta, 0.5)
+    assert theta == pytest.approx(9.6177, abs=1e-4)
+    assert (got["binding_group"], got["binding_pair"]) == ("g3", "distribution_presence")
+    charge = max(0.5, 8 / theta)
+    assert got["charge_per_release"] == pytest.approx(charge, rel=1e-12)
+    assert got["releases_until_exhausted"] == math.floor(100 / charge) == 120
+    assert got["seconds_until_exhausted"] == got["releases_until_exhausted"] * 10
+    assert got["noise_sd"] == pytest.approx(math.sqrt(2) * theta, rel=1e-3)
+    assert got["learning"] is None
+    assert got["failure_probability"] == 0.0  # declared priors: no learned radius
+    assert got["failure_bound"]["groups"] == 3 and got["failure_bound"]["learning_rounds"] == 0
+    assert got["failure_bound"]["beta_per_round"] is None
+    assert got["guarantee"].startswith("total loss <= budget_total = 100")
+    assert {g: set(r) for g, r in got["groups"].items()} == {
+        g: {"distribution_presence", "distribution_change"} for g in ("g1", "g2", "g3")
+    }
+    assert out.stderr == ""
+
+
+def test_cli_issue10_text(cli: dict[str, Outcome]) -> None:
+    out = cli["issue10-text"]
+    assert out.code == 0, out.stderr
+    text = out.stdout
+    theta = re.search(r"^theta ([0-9.]+) \(plain, radius 0: [0-9.]+; binding: group g3, "
+                      r"pair distribution_presence",
+                      text, re.M)
+    charge = re.search(r"^charge per release ([0-9.]+)", text, re.M)
+    assert theta and charge, text
+    assert float(theta.group(1)) == pytest.approx(9.6177, abs=1e-4)
+    assert float(charge.group(1)) == pytest.approx(8 / float(theta.group(1)), rel=1e-5)
+    assert "120 releases" in text and "g3" in text
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+
+
+def test_cli_learned_defaults(cli: dict[str, Outcome]) -> None:
+    out = cli["defaults-json"]
+    assert out.code == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["default_group"] == "default" and list(got["groups"]) == ["default"]
+    assert got["theta"] == pytest.approx(1.0, rel=1e-9)
+    assert got["theta_plain"] == pytest.approx(1.0, rel=1e-9)  # kantorovich: spread 1 / eps
+    assert got["learning"]["rounds_until_exhausted"] == 16
+    assert got["releases_until_exhausted"] == 98
+    # defaults: 1 group, 16 rounds until exhausted, prior_confidence_beta 1e-6
+    assert got["failure_probability"] == pytest.approx(1 * 16 * 1e-6, rel=1e-12)
+    assert (got["failure_bound"]["groups"], got["failure_bound"]["learning_rounds"],
+            got["failure_bound"]["beta_per_round"]) == (1, 16, 1e-6)
+    text = cli["defaults-text"].stdout
+    assert re.search(r"^failure probability 1\.6e-05 = 1 groups x 16 learning rounds x beta "
+                     r"1e-06, until the budget is exhausted$", text, re.M), text
+    assert re.search(r"^guarantee: total loss <= budget_total = 100 .*except with probability "
+                     r"<= 1\.6e-05", text, re.M), text
+    assert cli["defaults-text"].code == 0
+    assert "theta" in text and "charge per release" in text and "learning rounds" in text
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_cli_bad_input_is_one_line_exit_2(cli: dict[str, Outcome], case: str) -> None:
+    field, needle = BAD[case]
+    out = cli[case]
+    assert out.code == 2, (out.code, out.stdout, out.stderr)
+    assert out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    assert lines[0].startswith(f"pufferfish: error: {field}:"), lines[0]
+    if needle is not None:
+        assert needle in lines[0]
