@@ -11,30 +11,10 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from stream_app.domain.rejection import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS
+
 # (sample name, sorted label pairs) -> value
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-# joins and leaves share one label: separate counters would give the exact population
-EVENT_KINDS = ("report", "membership")
-
-REJECT_REASONS = (
-    "malformed_json",
-    "invalid_schema",
-    "non_finite_value",
-    "out_of_domain",
-    "not_present",
-    "unknown_user",
-    "already_present",
-    "duplicate_report",
-    "key_mismatch",
-    "payload_too_large",
-    "unknown_group",
-    "wrong_partition",  # partition != murmur2(key) mod N: the producer's partitioner (design.md)
-)
-
-# records neither applied nor refused: a replay of a record the user's state already reflects
-# (its input offset), a report produced before its user's leave that arrived after it
-IGNORE_REASONS = ("replayed", "late_after_leave")
 
 # a release drawn and charged but not published (its seq burned): the noisy sum is beyond what
 # the JSON float noisy_sum holds exactly (|noisy units| > 2**53)

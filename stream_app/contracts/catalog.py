@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from stream_app.domain.models import DeadLetter, Membership, PriorsRecord, Release, Report
-from stream_app.metrics import REJECT_REASONS
+from stream_app.domain.rejection import REJECT_REASONS
 from stream_app.settings import Settings
 
 JSON_SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"

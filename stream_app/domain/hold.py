@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from stream_app.domain.models import ReportIn, tuple_new
-from stream_app.domain.state import Draft
+from stream_app.domain.draft import Draft
+from stream_app.domain.inputs import ReportIn, tuple_new
 
 
 class Held(NamedTuple):

@@ -14,192 +14,34 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
-
-import orjson
+from typing import Any
 
 from stream_app.domain import hold
-from stream_app.domain.contributions import Change, contributions, replace_all
-from stream_app.domain.models import (
-    MembershipIn,
-    Rejected,
-    ReportIn,
-    check_key,
-    read_membership,
-    read_report,
-    tuple_new,
+from stream_app.domain.aggregate import Change, PartitionAggregate, contributions
+from stream_app.domain.apply import Applier
+from stream_app.domain.batch import (
+    HELD,
+    REPLAYED,
+    DeadLetters,
+    Item,
+    Letter,
+    Record,
+    Touched,
+    UserStore,
+    Written,
+    is_report_doc,
 )
-from stream_app.domain.state import (
-    Contribution,
-    Draft,
-    EventRules,
-    PartitionAggregate,
-    UserState,
-)
+from stream_app.domain.draft import MEMBERSHIP, REPORTS, Draft
+from stream_app.domain.inputs import check_key, read_membership, read_report, tuple_new
+from stream_app.domain.outcomes import Outcomes
+from stream_app.domain.rejection import Rejected
+from stream_app.domain.rules import EventRules
 from stream_app.kafka.partitioning import PartitionCheck
-from stream_app.metrics import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS, Metrics
+from stream_app.metrics import Metrics
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-
-class Letter(NamedTuple):
-    """A dead letter's fields (stream_app.domain.models.dead_letter adds the time)."""
-
-    topic: str  # the source topic
-    raw: bytes | None
-    reason: str
-    partition: int | None = None
-    offset: int | None = None
-    detail: str | None = None
-
-
-DeadLetters = list[Letter]
-
-# outcomes of a record that are neither accepted nor refused (not dead-lettered)
-HELD = "held"  # kept until its user joins (stream_app.domain.hold)
-NOT_REFUSED = frozenset((HELD, *IGNORE_REASONS))
-
-
-Stored = bytes | str | dict[str, Any]  # a user's stored value (older versions: a dict)
-
-
-class UserStore(Protocol):
-    """Where user states live (the worker: a Faust changelog table): ``UserState.to_bytes()``
-    per user."""
-
-    def load(self, user_id: str, event: Any) -> Stored | None: ...
-
-    def save(self, user_id: str, value: bytes, event: Any) -> None: ...
-
-    def aggregate(self, partition: int, event: Any) -> PartitionAggregate: ...
-
-    def held_total(self) -> int:
-        """Reports held by the users of the aggregates built so far (stream_app.domain.hold)."""
-        ...
-
-
-class MemoryStore:
-    """A ``UserStore`` on a plain dict (tests, benchmarks): like the worker's table it keeps
-    ``UserState.to_bytes()`` per user and builds a partition's aggregate from the stored users
-    the first time it is asked for."""
-
-    def __init__(self) -> None:
-        self.users: dict[str, Stored] = {}
-        self.aggregates: dict[int, PartitionAggregate] = {}
-
-    def load(self, user_id: str, event: Any = None) -> Stored | None:
-        return self.users.get(user_id)
-
-    def save(self, user_id: str, value: bytes, event: Any = None) -> None:
-        self.users[user_id] = value
-
-    def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
-        agg = self.aggregates.get(partition)
-        if agg is None:
-            users = [(u, UserState.from_stored(v)) for u, v in self.users.items()]
-            agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
-        return agg
-
-    def held_total(self) -> int:
-        return sum(agg.held_count for agg in self.aggregates.values())
-
-
-class Message(NamedTuple):
-    topic: str
-    partition: int
-    key: bytes | None
-    value: bytes | None
-    offset: int | None = None
-
-
-class Record:
-    """An input record outside Faust (tests, benchmarks): what ``handle_batch`` needs."""
-
-    def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-                 offset: int | None = None):
-        self.message = Message(topic, partition, key, value, offset)
-
-
-Item = ReportIn | MembershipIn
-
-
-class Written(NamedTuple):
-    """A user as the previous batch left it: the bytes it stored, and the draft and
-    contribution those bytes decode to."""
-
-    value: bytes
-    draft: Draft
-    contribution: Contribution
-
-
-class _Touched:
-    """One user's records in a batch: the stored value before it and the working draft."""
-
-    __slots__ = ("stored", "old", "draft", "key", "partition", "moved", "steps", "accepted",
-                 "newest_ts", "later", "seen_r", "seen_m", "last_r", "last_m")
-
-    def __init__(
-        self, stored: Stored | None, key: bytes, partition: int, written: Written | None
-    ) -> None:
-        self.stored = stored
-        self.old: Contribution | None
-        if stored is None:
-            self.draft = Draft(partition)
-            self.old = None
-        elif written is not None and written.value == stored:
-            # the bytes the previous batch stored (equal bytes: equal state; nothing else wrote
-            # this user since): its draft and contribution, without decoding them again
-            self.draft, self.old = written.draft, written.contribution
-        else:
-            self.draft = Draft.decode(stored, partition)
-            self.old = self.draft.contribution()
-        self.key = key  # of the first record: checked (key and partition)
-        self.partition = partition  # of the first record
-        self.moved = False  # a record on another partition (then the records are replayed)
-        self.steps: list[int] = []  # positions in the batch (ints: nothing for the GC to track)
-        self.accepted = 0
-        self.newest_ts = 0.0
-        self.later: Later | None = None  # what applying held reports at a join gave
-        # the input offsets (reports, membership) the stored state reflects here (-1:
-        # none), and the newest of this batch (written to the draft when it is stored)
-        o = self.draft.offsets
-        if o is not None and o[0] == partition:
-            self.seen_r, self.seen_m = o[1], o[2]
-        else:
-            self.seen_r = self.seen_m = -1
-        self.last_r = self.last_m = -1
-
-    def note_offsets(self) -> None:
-        """The batch's newest offsets into the draft (before it is encoded)."""
-        if self.last_r >= 0:
-            self.draft.note_offset(1, self.partition, self.last_r)
-        if self.last_m >= 0:
-            self.draft.note_offset(2, self.partition, self.last_m)
-
-
-class Later:
-    """Outcomes of held reports applied at a join (they belong to earlier batches' records)."""
-
-    __slots__ = ("applied", "late", "letters")
-
-    def __init__(self) -> None:
-        self.applied = 0
-        self.late = 0
-        self.letters: DeadLetters = []
-
-
-def is_report_doc(raw: bytes | None) -> bool:
-    """On a topic shared by both kinds: a record without an ``event`` field is a report (one
-    that is not a JSON object is refused as a report would be)."""
-    try:
-        doc = orjson.loads(raw) if raw is not None else None
-    except orjson.JSONDecodeError:
-        return True
-    return not (type(doc) is dict and "event" in doc)
 
 
 class Ingest:
@@ -207,95 +49,64 @@ class Ingest:
         self, settings: Settings, rules: EventRules, metrics: Metrics, store: UserStore
     ) -> None:
         self.settings = settings
-        self.rules = rules
-        self.hold_rules = hold.HoldRules.of(settings)
         self.store = store
         self.metrics = metrics
+        self.hold_rules = hold.HoldRules.of(settings)
+        self.applier = Applier(rules, self.hold_rules, settings.topic_reports)
         # both kinds on one topic: a record's kind is its fields' ("event": membership)
         self.shared_topic = settings.topic_reports == settings.topic_membership
         self.partition_check = PartitionCheck(settings.input_partitions)
-        self._consumed = {k: metrics.events_consumed.labels(kind=k) for k in EVENT_KINDS}
-        self._rejected = {r: metrics.events_rejected.labels(reason=r) for r in REJECT_REASONS}
-        self._ignored = {r: metrics.events_ignored.labels(reason=r) for r in IGNORE_REASONS}
+        self.outcomes = Outcomes(metrics)
         # the users written by the last batch (at most one batch's worth of drafts in memory)
         self._written: dict[str, Written] = {}
-        self._held_total = 0  # held reports on this worker (at the batch's start, plus its own)
-        self._now = 0.0
+        self._details: dict[int, str] = {}
 
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         """Apply a batch of events (objects with ``.message``); dead letters in record order,
         then those of held reports refused at their user's join."""
         reasons: list[str | None] = [None] * len(events)
         is_report: list[bool] = [False] * len(events)
-        touched: dict[str, _Touched] = {}
+        touched: dict[str, Touched] = {}
         written, self._written = self._written, {}
-        self._held_total, self._now = self.store.held_total(), time.time()
+        self.applier.held_total, self.applier.now = self.store.held_total(), time.time()
         self._stage(events, touched, reasons, is_report, written)
         self._commit(touched, events, reasons)
-        outcomes: Counter[str] = Counter()
-        letters: DeadLetters = []
-        if reasons.count(None) == len(reasons):  # nothing refused or held (the common case)
-            reports = sum(is_report)
-            memberships = len(reasons) - reports
-        else:
-            reports = memberships = 0
-            for i, reason in enumerate(reasons):
-                if reason is None:
-                    if is_report[i]:
-                        reports += 1
-                    else:
-                        memberships += 1
-                    continue
-                outcomes[reason] += 1
-                if reason not in NOT_REFUSED:
-                    msg = events[i].message
-                    letters.append(tuple_new(Letter, (
-                        msg.topic, msg.value, reason, msg.partition,
-                        getattr(msg, "offset", None), self._details.get(i))))
-        for t in touched.values():
-            if t.later is not None:
-                reports += t.later.applied
-                outcomes["late_after_leave"] += t.later.late
-                letters.extend(t.later.letters)
-                outcomes.update(letter.reason for letter in t.later.letters)
-        if reports:
-            self._consumed["report"].inc(reports)
-        if memberships:
-            self._consumed["membership"].inc(memberships)
-        for reason, n in outcomes.items():
-            if reason in self._rejected:
-                self._rejected[reason].inc(n)
-            elif reason in self._ignored:
-                self._ignored[reason].inc(n)
+        letters = self.outcomes.count(events, touched, reasons, is_report, self._details)
         self.metrics.reports_held.set(self.store.held_total())
         return letters
 
-    def handle(
-        self, topic: str, partition: int, key: bytes | None, raw: bytes | None
-    ) -> str | None:
-        """One record; the dead-letter reason or None when accepted."""
-        letters = self.handle_batch([Record(topic, partition, key, raw)])
-        return letters[0][2] if letters else None
+    def _read(self, msg: Any) -> tuple[bool, Item]:
+        """(is a report, the parsed record); Rejected."""
+        s = self.settings
+        if msg.topic == s.topic_reports and (not self.shared_topic or is_report_doc(msg.value)):
+            return True, read_report(msg.value, s.max_payload_bytes)
+        return False, read_membership(msg.value, s.max_payload_bytes)
+
+    def _apply(self, t: Touched, user_id: str, item: Item, report: bool, partition: int,
+               offset: int | None) -> str | None:
+        """One record on the user's draft: None (applied), HELD, or an ignore reason."""
+        if report:
+            return self.applier.report(t, item, partition, offset)  # type: ignore[arg-type]
+        self.applier.membership(t, user_id, item, partition)  # type: ignore[arg-type]
+        return None
+
+    def _kind(self, report: bool) -> int:
+        """The record's offset sequence: one per input topic (one for both kinds when they
+        share a topic)."""
+        return REPORTS if report or self.shared_topic else MEMBERSHIP
 
     def _stage(
-        self, events: Sequence[Any], touched: dict[str, _Touched], reasons: list[str | None],
+        self, events: Sequence[Any], touched: dict[str, Touched], reasons: list[str | None],
         is_report: list[bool], written: dict[str, Written],
     ) -> None:
         """Classify each record and apply it to its user's draft; its reason or None."""
-        s, load = self.settings, self.store.load
-        reports_topic, max_bytes = s.topic_reports, s.max_payload_bytes
-        shared = self.shared_topic
-        check_partition = self.partition_check.check
-        self._details: dict[int, str] = {}
+        load, check_partition = self.store.load, self.partition_check.check
+        self._details = {}
         for i, event in enumerate(events):
             msg = event.message
             try:
-                item: Item
-                if msg.topic == reports_topic and (not shared or is_report_doc(msg.value)):
-                    is_report[i] = True
-                    item = read_report(msg.value, max_bytes)
-                else:
-                    item = read_membership(msg.value, max_bytes)
+                report, item = self._read(msg)
+                is_report[i] = report
                 user_id, key, partition = item.user_id, msg.key, msg.partition
                 t = touched.get(user_id)
                 if t is None or key != t.key or partition != t.partition:
@@ -304,32 +115,22 @@ class Ingest:
                     # the partitioning contract, before any state is read or changed
                     check_partition(key, partition)
                     if t is None:
-                        t = touched[user_id] = _Touched(
+                        t = touched[user_id] = Touched(
                             load(user_id, event), key, partition, written.get(user_id))
                     elif partition != t.partition:
                         t.moved = True
                 t.steps.append(i)
-                offset = msg.offset
-                # a record the stored state already reflects (its input offset): a replay
-                # (one offset sequence per input topic: one for both kinds on a shared topic)
-                on_reports = is_report[i] or shared
-                if offset is not None and offset <= (t.seen_r if on_reports else t.seen_m):
-                    outcome: str | None = "replayed"
+                offset, kind = msg.offset, self._kind(report)
+                if t.replayed(kind, offset):
+                    outcome: str | None = REPLAYED
                 else:
-                    if is_report[i]:
-                        outcome = self._report(t, item, partition, offset)  # type: ignore[arg-type]
-                    else:
-                        outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
+                    outcome = self._apply(t, user_id, item, report, partition, offset)
                     if offset is not None:
-                        if on_reports:
-                            t.last_r = offset
-                        else:
-                            t.last_m = offset
+                        t.last[kind] = offset
             except Rejected as rej:
                 reasons[i] = rej.reason
-                detail = rej.detail
-                if detail:
-                    self._details[i] = detail
+                if rej.detail:
+                    self._details[i] = rej.detail
                 continue
             except Exception as exc:  # noqa: BLE001 - one bad record must not stop the worker
                 # only the type: an exception message could quote the record
@@ -345,74 +146,8 @@ class Ingest:
             if item.ts > t.newest_ts:
                 t.newest_ts = item.ts
 
-    def _report(self, t: _Touched, report: ReportIn, partition: int,
-                offset: int | None) -> str | None:
-        try:
-            t.draft.report(report, partition, self.rules)
-        except Rejected as rej:
-            if rej.reason != "not_present":
-                raise
-            return self._not_present(t.draft, report, partition, offset)
-        return None
-
-    def _membership(self, t: _Touched, user_id: str, event: MembershipIn,
-                    partition: int) -> str | None:
-        """A join/leave (a join applies the user's held reports); None, or Rejected."""
-        t.draft.membership(event, partition, self.rules)
-        if t.draft.held and t.draft.present:
-            self._apply_held(t, user_id)
-        return None
-
-    def _apply(self, t: _Touched, user_id: str, item: Item, is_report: bool, partition: int,
-               offset: int | None) -> str | None:
-        """One record on the user's draft, its offset noted in the draft at once (the slow
-        path of a user whose key moved partitions): None (applied), HELD, "replayed", or
-        Rejected (the draft unchanged)."""
-        # one offset sequence per input topic (one for both kinds when they share a topic)
-        draft, kind = t.draft, 1 if is_report or self.shared_topic else 2
-        if draft.replayed(kind, partition, offset):
-            return "replayed"
-        if is_report:
-            outcome = self._report(t, item, partition, offset)  # type: ignore[arg-type]
-        else:
-            outcome = self._membership(t, user_id, item, partition)  # type: ignore[arg-type]
-        draft.note_offset(kind, partition, offset)
-        return outcome
-
-    def _not_present(self, draft: Draft, report: ReportIn, partition: int,
-                     offset: int | None) -> str:
-        """A report of a user who is not present: late, held, or refused (with the reason)."""
-        if hold.before_leave(draft, report.ts):
-            return "late_after_leave"
-        why = hold.refusal(draft, self.hold_rules, self._held_total)
-        if why is not None:
-            raise Rejected("not_present", why)
-        hold.hold(draft, report, partition, offset, self._now)
-        self._held_total += 1
-        return HELD
-
-    def _apply_held(self, t: _Touched, user_id: str) -> None:
-        """At the user's join: its held reports, oldest first, as if they came after it."""
-        later = t.later = t.later or Later()
-        draft = t.draft
-        for report, h in hold.take_held(draft, user_id):
-            self._held_total -= 1
-            if hold.before_leave(draft, report.ts):
-                later.late += 1
-                continue
-            try:
-                draft.report(report, h.partition, self.rules)
-            except Rejected as rej:
-                raw = hold.encode(report)
-                later.letters.append(Letter(self.settings.topic_reports, raw, rej.reason,
-                                            h.partition, h.offset, rej.detail))
-                continue
-            later.applied += 1
-            if report.ts > t.newest_ts:
-                t.newest_ts = report.ts
-
     def _commit(
-        self, touched: dict[str, _Touched], events: Sequence[Any], reasons: list[str | None]
+        self, touched: dict[str, Touched], events: Sequence[Any], reasons: list[str | None]
     ) -> None:
         """Write each touched user once (or replay its records when they span partitions);
         the aggregates get the batch's changes per partition at the end."""
@@ -441,38 +176,40 @@ class Ingest:
             agg.note_held(user_id, len(t.draft.held))
             self._written[user_id] = tuple_new(Written, (value, t.draft, new))
         for agg, pending in changes.values():
-            replace_all(agg, pending)
+            agg.replace_all(pending)
 
     def _replay(
-        self, user_id: str, t: _Touched, events: Sequence[Any], reasons: list[str | None]
+        self, user_id: str, t: Touched, events: Sequence[Any], reasons: list[str | None]
     ) -> None:
-        """Record by record, each on its own partition's aggregate (a key moved partitions)."""
-        s = self.settings
-        t.draft = Draft.decode(t.stored, t.partition) if t.stored is not None \
+        """Record by record, each on its own partition's aggregate and offset sequence (a key
+        moved partitions): the replay check against the draft as each record left it."""
+        t.draft = draft = Draft.decode(t.stored, t.partition) if t.stored is not None \
             else Draft(t.partition)
         t.later = None
         for index in t.steps:
             event = events[index]
             msg = event.message
-            is_report = msg.topic == s.topic_reports and (
-                not self.shared_topic or is_report_doc(msg.value))
-            old = t.draft.contribution() if t.draft.exists else None
+            old = draft.contribution() if draft.exists else None
+            offset = getattr(msg, "offset", None)
             try:
-                item: Item = read_report(msg.value, s.max_payload_bytes) if is_report \
-                    else read_membership(msg.value, s.max_payload_bytes)
-                outcome = self._apply(t, user_id, item, is_report, msg.partition,
-                                      getattr(msg, "offset", None))
+                report, item = self._read(msg)
+                kind = self._kind(report)
+                if draft.replayed(kind, msg.partition, offset):
+                    reasons[index] = REPLAYED
+                    continue
+                outcome = self._apply(t, user_id, item, report, msg.partition, offset)
             except Rejected as rej:
                 reasons[index] = rej.reason
                 continue
+            draft.note_offset(kind, msg.partition, offset)
             reasons[index] = outcome
             if outcome is not None and outcome != HELD:
                 continue
             agg = self.store.aggregate(msg.partition, event)
-            agg.replace(old, t.draft.contribution())
-            self.store.save(user_id, t.draft.to_bytes(), event)
+            agg.replace(old, draft.contribution())
+            self.store.save(user_id, draft.to_bytes(), event)
             agg.note_event(item.ts)
-            agg.note_held(user_id, len(t.draft.held))
+            agg.note_held(user_id, len(draft.held))
 
     def expire_held(self, partitions: Sequence[int]) -> DeadLetters:
         """Dead letters (``not_present``) of the held reports whose grace has passed, on the
@@ -498,6 +235,6 @@ class Ingest:
                 letters.extend(Letter(topic, g.raw, "not_present", g.partition, g.offset,
                                       g.detail) for g in gone)
         if letters:
-            self._rejected["not_present"].inc(len(letters))
+            self.outcomes.rejected("not_present", len(letters))
         self.metrics.reports_held.set(self.store.held_total())
         return letters

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from stream_app.domain import rejection
-from stream_app.domain.rejection import Rejected as Rejected  # re-exported: the input path's error
+from stream_app.domain.rejection import Rejected
 
 RAW_TRUNCATE_BYTES = 256
 
@@ -226,88 +226,6 @@ def parse_report(raw: bytes | None, max_bytes: int) -> Report:
 
 def parse_membership(raw: bytes | None, max_bytes: int) -> Membership:
     return _parse(raw, max_bytes, Membership)
-
-
-# --- the input path's form: the same fields as plain tuples --------------------------------
-# The worker only reads a record's fields: a pydantic model per record costs 1.3 us
-# (parse_report), a tuple 0.65 us (read_report). The read_* functions accept by hand what is
-# plainly valid (the exact JSON types the models accept as they are, within their bounds) and
-# leave everything else to parse_*, which decides: the outcome is parse_*'s for every input
-# (tests/stream_app/domain/test_models_fast.py).
-class ReportIn(NamedTuple):
-    """A valid report (the fields of ``Report``)."""
-
-    user_id: str
-    value: float
-    report_id: str
-    ts: float
-
-
-class MembershipIn(NamedTuple):
-    """A valid join/leave (the fields of ``Membership``)."""
-
-    user_id: str
-    event: str
-    group: str | None
-    ts: float
-
-
-_INF = math.inf
-_ID_MAX = 128  # Identifier's max_length
-# builds a NamedTuple without its Python-level __new__ (hot paths: one per record or user)
-tuple_new = tuple.__new__
-
-
-def _loads(raw: bytes | None, max_bytes: int) -> Any:
-    """The record's JSON on the fast path, else None (parse_* then decides)."""
-    if raw is None or len(raw) > max_bytes:
-        return None
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def read_report(raw: bytes | None, max_bytes: int) -> ReportIn:
-    """``parse_report`` as a ``ReportIn``: the same acceptance and reasons."""
-    doc = _loads(raw, max_bytes)
-    if type(doc) is dict:
-        uid, value, rid, ts = doc.get("user_id"), doc.get("value"), doc.get("report_id"), \
-            doc.get("ts")
-        # exact JSON types (str, float) within the model's bounds; NaN fails every comparison
-        if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(rid) is str \
-                and 0 < len(rid) <= _ID_MAX and type(value) is float and -_INF < value < _INF \
-                and type(ts) is float and 0.0 <= ts < _INF:
-            return tuple_new(ReportIn, (uid, value, rid, ts))
-    r = parse_report(raw, max_bytes)
-    return ReportIn(r.user_id, r.value, r.report_id, r.ts)
-
-
-def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
-    """``parse_membership`` as a ``MembershipIn``: the same acceptance and reasons."""
-    doc = _loads(raw, max_bytes)
-    if type(doc) is dict:
-        uid, event, group, ts = doc.get("user_id"), doc.get("event"), doc.get("group"), \
-            doc.get("ts")
-        if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(event) is str \
-                and (event == "join" or event == "leave") \
-                and (group is None or (type(group) is str and 0 < len(group) <= _ID_MAX)) \
-                and type(ts) is float and 0.0 <= ts < _INF:
-            return tuple_new(MembershipIn, (uid, event, group, ts))
-    m = parse_membership(raw, max_bytes)
-    return MembershipIn(m.user_id, m.event, m.group, m.ts)
-
-
-def check_key(key: bytes | None, user_id: str) -> None:
-    """The record key must be the user_id (it decides the partition, hence the state owner)."""
-    if key is None:
-        raise Rejected("key_mismatch", "record key is null (must be the user_id)")
-    try:
-        text = key.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Rejected("key_mismatch", "record key is not UTF-8 (must be the user_id)") from None
-    if text != user_id:
-        raise Rejected("key_mismatch", "record key is not the user_id")
 
 
 def to_bytes(model: BaseModel) -> bytes:

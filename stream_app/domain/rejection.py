@@ -11,12 +11,33 @@ import json
 
 from pydantic import ValidationError
 
-from stream_app.metrics import REJECT_REASONS
-
 MESSAGE_MAX = 120  # a decoder message is short; the bound only keeps a letter small
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
                bool: "boolean", type(None): "null"}
+
+
+# joins and leaves share one label: separate counters would give the exact population
+EVENT_KINDS = ("report", "membership")
+
+REJECT_REASONS = (
+    "malformed_json",
+    "invalid_schema",
+    "non_finite_value",
+    "out_of_domain",
+    "not_present",
+    "unknown_user",
+    "already_present",
+    "duplicate_report",
+    "key_mismatch",
+    "payload_too_large",
+    "unknown_group",
+    "wrong_partition",  # partition != murmur2(key) mod N: the producer's partitioner (design.md)
+)
+
+# records neither applied nor refused: a replay of a record the user's state already reflects
+# (its input offset), a report produced before its user's leave that arrived after it
+IGNORE_REASONS = ("replayed", "late_after_leave")
 
 
 class Rejected(Exception):

@@ -41,10 +41,14 @@ from faust.stores.memory import Store as MemoryTableStore
 from faust.streams import _current_event
 from faust.types import TP
 
-from stream_app.domain.ingest import DeadLetters, Ingest, Stored
+from stream_app.domain.aggregate import PartitionAggregate
+from stream_app.domain.batch import DeadLetters
+from stream_app.domain.draft import Stored
+from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import Partial, dead_letter, to_bytes
 from stream_app.domain.priors import checked_start
-from stream_app.domain.state import EventRules, PartitionAggregate, UserState
+from stream_app.domain.rules import EventRules
+from stream_app.domain.state import UserState
 from stream_app.faust_adapter.app import app_options, new_app
 from stream_app.faust_adapter.write_acks import (
     PendingWrites,

@@ -20,9 +20,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stream_app.domain import models
-from stream_app.domain.models import Membership, Rejected, Report
-from stream_app.domain.state import EventRules, apply_membership, apply_report, report_digest
-from stream_app.metrics import REJECT_REASONS
+from stream_app.domain.digests import report_digest
+from stream_app.domain.models import Membership, Report
+from stream_app.domain.rejection import REJECT_REASONS, Rejected
+from stream_app.domain.rules import EventRules
+from stream_app.domain.state import apply_membership, apply_report
 
 pytestmark = pytest.mark.timeout(180)
 

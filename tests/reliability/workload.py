@@ -14,7 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_app.domain.state import UserState, report_digest
+from stream_app.domain.digests import report_digest
+from stream_app.domain.state import UserState
 from tests.kafka_helpers import Record
 from tests.reliability.harness import TANSU_COMPAT, Topics, membership
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from stream_app.domain.state import UserState, report_digest
+from stream_app.domain.digests import report_digest
+from stream_app.domain.state import UserState
 from stream_app.settings import Settings
 
 

@@ -18,13 +18,13 @@ from stream_app.contracts import schema
 from stream_app.domain.models import (
     DeadLetter,
     PriorsRecord,
-    Rejected,
     Release,
     dead_letter,
     parse_membership,
     parse_report,
     to_bytes,
 )
+from stream_app.domain.rejection import Rejected
 from tests.stream_app.contracts.contract_files import REGENERATE, REPO, SCHEMAS, TOPICS, errors
 
 REPORT = {"user_id": "u1", "value": 1.5, "report_id": "r1", "ts": 1700000000.5}

@@ -11,10 +11,13 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from stream_app.domain.ingest import Ingest, MemoryStore, Record
-from stream_app.domain.state import EventRules, UserState
+from stream_app.domain.batch import Record
+from stream_app.domain.ingest import Ingest
+from stream_app.domain.rules import EventRules
+from stream_app.domain.state import UserState
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
+from tests.stream_app.domain.memory_store import MemoryStore
 
 DOMAIN = (0.0, 1.0, 2.0, 3.0)
 PARTITIONS = 2

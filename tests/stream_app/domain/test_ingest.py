@@ -9,6 +9,7 @@ the same counters, whatever the batch boundaries.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections import Counter
@@ -17,17 +18,17 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import murmur2
 
-from stream_app.domain.ingest import Ingest, MemoryStore, Record
-from stream_app.domain.models import Rejected, check_key, parse_membership, parse_report
-from stream_app.domain.state import (
-    EventRules,
-    PartitionAggregate,
-    UserState,
-    apply_membership,
-    apply_report,
-)
+from stream_app.domain.aggregate import PartitionAggregate
+from stream_app.domain.batch import Record
+from stream_app.domain.ingest import Ingest
+from stream_app.domain.inputs import check_key
+from stream_app.domain.models import parse_membership, parse_report
+from stream_app.domain.rejection import Rejected
+from stream_app.domain.rules import EventRules
+from stream_app.domain.state import UserState, apply_membership, apply_report
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
+from tests.stream_app.domain.memory_store import MemoryStore, handle_one
 
 DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0)
 PARTITIONS = 3
@@ -63,7 +64,7 @@ class App:
         self.users = self.store.users
         self.aggregates = self.store.aggregates
         self.handle_batch = self.ingest.handle_batch
-        self.handle = self.ingest.handle
+        self.handle = functools.partial(handle_one, self.ingest)
 
 
 def make_app(s: Settings) -> App:

@@ -6,17 +6,16 @@ import json
 
 import pytest
 
+from stream_app.domain.inputs import check_key
 from stream_app.domain.models import (
     RAW_TRUNCATE_BYTES,
     DeadLetter,
-    Rejected,
-    check_key,
     dead_letter,
     parse_membership,
     parse_report,
     to_bytes,
 )
-from stream_app.metrics import REJECT_REASONS
+from stream_app.domain.rejection import REJECT_REASONS, Rejected
 
 
 def reason(fn, raw: bytes | None) -> str:  # type: ignore[no-untyped-def]

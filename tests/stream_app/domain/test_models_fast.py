@@ -11,15 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_app.domain.models import (
-    MembershipIn,
-    Rejected,
-    ReportIn,
-    parse_membership,
-    parse_report,
-    read_membership,
-    read_report,
-)
+from stream_app.domain.inputs import MembershipIn, ReportIn, read_membership, read_report
+from stream_app.domain.models import parse_membership, parse_report
+from stream_app.domain.rejection import Rejected
 
 MAX_BYTES = 4096
 REPORT = {"user_id": "u1", "value": 1.5, "report_id": "r1", "ts": 10.0}

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from stream_app.domain.models import Rejected, check_key, read_membership, read_report
-from stream_app.domain.rejection import json_position
+from stream_app.domain.inputs import check_key, read_membership, read_report
+from stream_app.domain.rejection import Rejected, json_position
 
 MAX = 4096
 BIG = 1 << 20  # room for the over-long and deeply nested records

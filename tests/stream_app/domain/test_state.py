@@ -8,19 +8,14 @@ from fractions import Fraction
 
 import pytest
 
-from core.learning import user_share as core_user_share
-from stream_app.domain.models import Membership, Rejected, Report
-from stream_app.domain.state import (
-    Draft,
-    EventRules,
-    PartitionAggregate,
-    UserState,
-    apply_membership,
-    apply_report,
-    digest_bytes,
-    report_digest,
-)
-from stream_app.domain.state import user_share as state_user_share
+from core.learning import SHARE_UNITS, user_share
+from stream_app.domain.aggregate import PartitionAggregate
+from stream_app.domain.digests import digest_bytes, report_digest
+from stream_app.domain.draft import Draft
+from stream_app.domain.models import Membership, Report
+from stream_app.domain.rejection import Rejected
+from stream_app.domain.rules import EventRules
+from stream_app.domain.state import UserState, apply_membership, apply_report
 
 DOMAIN = (0.0, 0.5, 1.0, 2.0)
 
@@ -230,7 +225,7 @@ def test_draft_reads_and_writes_the_stored_bytes_unchanged() -> None:
                   counts=(1, 2), recent_ids=(report_digest("x"), 0, 2**64 - 1))
     assert Draft.decode(s.to_bytes(), 0).to_bytes() == s.to_bytes()
     assert Draft.decode(s.to_json(), 0).to_bytes() == s.to_bytes()  # an older dict value
-    assert Draft.decode(s.to_bytes(), 0).freeze() == s
+    assert UserState.of(Draft.decode(s.to_bytes(), 0)) == s
     # what the one-record path writes back (orjson reads an int beyond 64 bits as a float)
     big = UserState(partition=0, present=True, group="g", value_units=2**70, counts=(1,))
     again = UserState.from_stored(big.to_bytes()).to_bytes()
@@ -243,7 +238,7 @@ def test_draft_applies_records_in_order_like_the_one_record_rules() -> None:
     draft.membership(mem("u", "join", "g1"), 1, r)
     for rid, value, ts in (("a", 0.5, 5.0), ("b", 2.0, 6.0), ("c", 1.0, 3.0), ("d", 0.0, 7.0)):
         draft.report(rep("u", value, rid, ts), 1, r)
-    s = draft.freeze()
+    s = UserState.of(draft)
     assert (s.present, s.group, s.partition) == (True, "g1", 1)
     assert s.counts == (1, 1, 1, 1) and s.value_units == 0 and s.value_ts == 7.0
     assert s.recent_ids == tuple(report_digest(x) for x in "bcd")  # the window's last 3
@@ -308,14 +303,27 @@ def test_aggregate_replace_moves_a_share_between_groups() -> None:
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 16, 64])
-def test_user_share_is_cores(k: int) -> None:
-    """state.user_share is an optimisation of core.learning.user_share: the same output for
-    every histogram (ties among the remainders included)."""
+def test_user_share_is_the_largest_remainder_rounding(k: int) -> None:
+    """core.learning.user_share (the one share function; its rounding is written for speed)
+    against the rounding written out here: floors, then one unit to each of the largest
+    remainders, equal remainders in index order (ties included)."""
     rng = random.Random(k)
     cases = [[0] * k, [1] * k, [7] * k, list(range(k)), list(range(k, 0, -1))]
     for _ in range(3000):
         top = rng.choice([1, 2, 3, 10, 1000, 2**20])
         cases.append([rng.randrange(top + 1) if rng.random() < 0.8 else 0 for _ in range(k)])
     for counts in cases:
-        assert state_user_share(counts) == core_user_share(counts), counts
-        assert state_user_share(tuple(counts)) == core_user_share(counts), counts
+        assert user_share(counts) == reference_share(counts), counts
+        assert user_share(tuple(counts)) == reference_share(counts), counts
+
+
+def reference_share(counts: list[int]) -> tuple[int, ...]:
+    total = sum(counts)
+    if total <= 0:
+        return (0,) * len(counts)
+    floors = [c * SHARE_UNITS // total for c in counts]
+    remainders = [c * SHARE_UNITS % total for c in counts]
+    by_remainder = sorted(range(len(counts)), key=lambda j: (-remainders[j], j))
+    for j in by_remainder[:SHARE_UNITS - sum(floors)]:
+        floors[j] += 1
+    return tuple(floors)

@@ -12,8 +12,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from stream_app.demo.broker import EmbeddedBroker
+from stream_app.domain.rejection import REJECT_REASONS
 from stream_app.kafka.partitioning import partition_for
-from stream_app.metrics import REJECT_REASONS
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app import worker_proc as wp
 

@@ -16,7 +16,7 @@ import pytest
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from stream_app.demo.broker import EmbeddedBroker, create_topics
-from stream_app.domain.models import Rejected
+from stream_app.domain.rejection import Rejected
 from stream_app.kafka.partitioning import PartitionCheck, murmur2, partition_for
 from tests.kafka_helpers import consume_all
 

@@ -1,4 +1,4 @@
-"""stream_app.domain.contributions: the batch forms equal the one-at-a-time ones
+"""stream_app.domain.aggregate: the batch forms equal the one-at-a-time ones
 (Draft.contribution, PartitionAggregate.replace) on random drafts and changes, the rare shapes
 included."""
 
@@ -9,8 +9,8 @@ import random
 import pytest
 
 from core.learning import SHARES_COUNT_LIMIT
-from stream_app.domain.contributions import contributions, replace_all
-from stream_app.domain.state import Contribution, Draft, PartitionAggregate
+from stream_app.domain.aggregate import Contribution, PartitionAggregate, contributions
+from stream_app.domain.draft import Draft
 
 
 def random_draft(rng: random.Random, k: int) -> Draft:
@@ -68,8 +68,8 @@ def test_replace_all_is_replace_one_at_a_time() -> None:
                 one.replace(old, new)
         except IndexError:  # a share longer than the group's bins: refused either way
             with pytest.raises(IndexError):
-                replace_all(batch, changes)
+                batch.replace_all(changes)
             continue
-        replace_all(batch, changes)
+        batch.replace_all(changes)
         assert (batch.sum_units, batch.group_units) == (one.sum_units, one.group_units)
         assert batch.dirty
