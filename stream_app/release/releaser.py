@@ -79,7 +79,10 @@ class Releaser:
         priors: PublicPriors,
         partials: Callable[[], Mapping[int, Partial]],
         is_owner: Callable[[], bool],
+        plan: ReleasePlan | None = None,
     ) -> None:
+        """``plan``: the release plan of ``priors`` when the caller has computed it already
+        (the worker's start-up check)."""
         s = self.settings = settings
         self.metrics = metrics
         self.initial = priors
@@ -94,7 +97,8 @@ class Releaser:
         self.priors_seq = 0
         self.laws = dict(priors.laws)
         self.radii = dict(priors.radii)
-        self.plan: ReleasePlan = self._recalibrate()
+        self.plan: ReleasePlan = plan if plan is not None else self._recalibrate()
+        metrics.theta.set(self.plan.theta)
         self.synced = False
         self._own: set[tuple[str, int, float]] = set()  # (topic, seq, ts) sent since the sync
         self._said_zero_theta = False

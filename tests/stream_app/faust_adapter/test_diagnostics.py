@@ -39,7 +39,7 @@ def test_sigusr1_dumps_consumer_state_and_tasks(broker: EmbeddedBroker, tmp_path
     assert "tasks" in dump
     # the input agent's await chain reaches into the project's own code, not only the task's
     # first frame
-    assert "stream_app/faust_adapter/worker.py" in dump and "in _process" in dump, dump[:3000]
+    assert "stream_app/faust_adapter/input_agent.py" in dump and "in process" in dump, dump[:3000]
     assert "in _watch_for_lost_records" in dump, dump[:3000]  # the consumer's stall watch runs
     for secret in (SECRET_USER, "rid-secret-1"):
         assert secret not in dump

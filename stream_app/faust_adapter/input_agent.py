@@ -1,0 +1,170 @@
+"""The input agent: batches of input records through the ingest engine, then their writes.
+
+take_events acks a batch's events (so their offsets may be committed) when the agent asks for
+the next batch, or when the generator is closed. Each batch holds one more reference of its own
+(hold_back), released only once the broker has acknowledged all of the batch's writes: the next
+batch is collected and applied while the previous one's writes are in flight (one batch at
+most, in order), and a batch whose writes did not all succeed never reaches the consumer's acks
+(docs/design.md, "Delivery semantics").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from stream_app.domain.batch import DeadLetters
+from stream_app.domain.ingest import Ingest
+from stream_app.domain.models import dead_letter, to_bytes
+from stream_app.faust_adapter.user_table import UserTable, Write
+from stream_app.faust_adapter.write_acks import (
+    PendingWrites,
+    WriteNotAcknowledged,
+    first_offsets,
+    hold_back,
+)
+from stream_app.metrics import Metrics
+from stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class InputAgent:
+    def __init__(self, settings: Settings, ingest: Ingest, table: UserTable, app: Any,
+                 deadletter_topic: Any, metrics: Metrics) -> None:
+        self.settings = settings
+        self.ingest = ingest
+        self.table = table
+        self.app = app
+        self.deadletter_topic = deadletter_topic
+        self.metrics = metrics
+        # the input batch whose writes are in flight (the held-report expiry waits for it)
+        self.inflight: asyncio.Future[None] | None = None
+        # set when a batch's record was not acknowledged: the worker stops (runner: exit 75)
+        self.write_failure: WriteNotAcknowledged | None = None
+
+    async def process(self, stream: Any) -> None:
+        # Faust's worker leaves the root logger at DEBUG (its spinner): every debug call of
+        # Faust and aiokafka would build a record (measured -19 %). Reset it to ours.
+        logging.getLogger().setLevel(self.settings.log_level.upper())
+        s = self.settings
+        inflight: asyncio.Future[None] | None = None
+        try:
+            async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
+                letters = self.handle_batch(events)
+                changes = self.table.take_writes()  # this batch's (timers add others)
+                hold_back(events)
+                if inflight is not None:
+                    await inflight  # the previous batch's writes first (their order)
+                inflight = self.inflight = asyncio.ensure_future(
+                    self._write_then_release(letters, changes, events))
+            if inflight is not None:
+                await inflight
+        except BaseException:
+            if inflight is not None and not inflight.done():
+                inflight.cancel()  # its events stay held back: processed again after a restart
+            raise
+
+    async def _write_then_release(self, letters: DeadLetters,
+                                  changes: list[Write],
+                                  events: Sequence[Any]) -> None:
+        """Write a batch, then release its events (their offsets may be committed); a write
+        not acknowledged stops the worker with the batch held back."""
+        try:
+            await self._write_batch(letters, changes)
+        except WriteNotAcknowledged as exc:
+            await self._stop_on_lost_write(exc, events)
+            return
+        for event in events:
+            event.ack()
+
+    def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
+        token = self.table.without_event()
+        try:
+            return self.ingest.handle_batch(events)
+        finally:
+            self.table.reset_event(token)
+
+    async def _write_batch(self, letters: DeadLetters,
+                           changes: list[Write] | None = None) -> None:
+        """Send the batch's dead letters, then its changelog records, and wait until the broker
+        has acknowledged every one; WriteNotAcknowledged otherwise. Dead letters are
+        acknowledged first: a user's stored state records the input offsets it reflects (a
+        replay skips them), so a dead letter must be written before that state is, or a crash
+        between the two would lose it (at least once, as before offsets were recorded)."""
+        if changes is None:
+            changes = self.table.take_writes()
+        writes = PendingWrites()
+        if letters:
+            await writes.issue("dead letter", self._send_dead_letters(letters))
+            await writes.acknowledged()
+        await writes.issue("changelog", self._send_changelog(changes))
+        results = await writes.acknowledged()
+        if results.get("changelog"):
+            self._changelog_persisted(results["changelog"])
+
+    async def _send_changelog(self, writes: list[Write]) -> list[Any]:
+        """One changelog record per user written in the batch (its last value), on the user's
+        input partition: what ``users[k] = v`` would send, without its per-write overhead.
+        Returns the sends' futures."""
+        if not writes:
+            return []
+        # a user's records in one batch span two partitions only when its key moved
+        # (ingest replays them): one record per (user, partition), the last value of each
+        last = {(user_id, partition): value for user_id, value, partition in writes}
+        topic = self.table.users.changelog_topic.get_topic_name()
+        send = self.app.producer.send
+        return [await send(topic, orjson.dumps(user_id), value, partition, None, None)
+                for (user_id, partition), value in last.items()]
+
+    def _changelog_persisted(self, results: Sequence[Any]) -> None:
+        """What Faust's table does: a persistent store (RocksDB) records the changelog offset
+        (the newest of each changelog partition)."""
+        store: Any = self.table.users.data
+        for tp, offset in {res.topic_partition: res.offset for res in results}.items():
+            store.set_persisted_offset(tp, offset)
+
+    async def _send_dead_letters(self, letters: DeadLetters) -> list[Any]:
+        """Queue the dead letters; returns the sends' futures."""
+        now = time.time()
+        sends = [
+            self.deadletter_topic.send(value=to_bytes(dead_letter(
+                letter.topic, letter.raw, letter.reason, now, partition=letter.partition,
+                offset=letter.offset, detail=letter.detail)))
+            for letter in letters
+        ]
+        return list(await asyncio.gather(*sends))
+
+    async def _stop_on_lost_write(self, exc: WriteNotAcknowledged, events: Sequence[Any]
+                                  ) -> None:
+        """Stop the worker, non-zero (mode's crash: the worker stops, then exits 1; the
+        runner makes it 75). Faust commits acked offsets when it stops; the held-back batch is
+        never acked, so the commit ends before it. Waits until the shutdown cancels the agent:
+        asking for the next batch would ack this one."""
+        self.write_failure = exc
+        self.metrics.broker_errors.inc()
+        log.error("stopping the worker: %s; the input offsets from %s are not committed and "
+                  "are processed again after a restart", exc, first_offsets(events))
+        await self.app.crash(exc)
+        await asyncio.Event().wait()
+
+    async def expire_held(self, partitions: Sequence[int]) -> None:
+        """Dead-letter (not_present) the held reports whose join_grace_seconds passed, on the
+        given input partitions; the users are written without them first."""
+        # after the input batch in flight: a user's record from it must not follow this one
+        while self.inflight is not None and not self.inflight.done():
+            await asyncio.wait([self.inflight])
+        token = self.table.without_event()
+        try:
+            letters = self.ingest.expire_held(partitions)
+        finally:
+            self.table.reset_event(token)
+        try:
+            await self._write_batch(letters)
+        except WriteNotAcknowledged as exc:  # the expiry is redone from the recovered state
+            await self._stop_on_lost_write(exc, ())
