@@ -117,8 +117,8 @@ def start_demo_worker(
 
 def main(argv: list[str]) -> int:
     import stream_app.faust_adapter.worker
-    from stream_app.config import load_settings
     from stream_app.faust_adapter.runner import run_worker
+    from stream_app.settings import load_settings
 
     settings = load_settings()
     with open(argv[0], "a", encoding="utf-8") as truth:

@@ -27,9 +27,8 @@ from typing import Any, NoReturn
 from core.errors import PufferfishInputError
 from core.plan import Schedule, budget_schedule, radius_failure_bound
 from core.robust import noise_l1_tail
-from stream_app.config import load_settings
 from stream_app.domain.priors import checked_start, learner_for, plan_for
-from stream_app.settings import Settings
+from stream_app.settings import Settings, load_settings
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,11 +15,10 @@ import sys
 from collections.abc import Sequence
 
 from core.errors import PufferfishInputError
-from stream_app.config import load_settings
 from stream_app.faust_adapter import diagnostics, log_safety
 from stream_app.faust_adapter.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED
 from stream_app.kafka.topics import TopicSetupError, ensure_topics
-from stream_app.settings import Settings
+from stream_app.settings import Settings, load_settings
 
 log = logging.getLogger("stream_app.faust_adapter.runner")
 

@@ -29,10 +29,9 @@ from aiokafka.errors import KafkaError
 from tqdm import tqdm
 
 from core.errors import PufferfishInputError
-from stream_app.config import load_settings
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.kafka.partitioning import partition_for
-from stream_app.settings import Settings
+from stream_app.settings import Settings, load_settings
 from stream_app.tools import common
 from stream_app.tools.lines import MEMBERSHIP, REPORTS, LineError, parse_line
 

@@ -26,10 +26,9 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from core.errors import PufferfishInputError
-from stream_app.config import load_settings
 from stream_app.domain.models import DeadLetter, PriorsRecord, Release
 from stream_app.kafka.clients import aiokafka_kwargs
-from stream_app.settings import Settings
+from stream_app.settings import Settings, load_settings
 from stream_app.tools import common
 
 KINDS = ("releases", "priors", "deadletter")

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from core.errors import PufferfishInputError
-from stream_app.settings import CONFIG_FILE_ENV, Settings
+from stream_app.settings.model import CONFIG_FILE_ENV, Settings
 
 
 def _validation_message(exc: ValidationError) -> tuple[str, str]:
