@@ -16,7 +16,7 @@ RUST_LOG=warn "$TANSU" broker --cluster-id local \
   --listener-url "tcp://127.0.0.1:$PORT" --advertised-listener-url "tcp://127.0.0.1:$PORT" \
   --storage-engine memory://tansu/ >"$LOG" 2>&1 &
 PID=$!
-if ! "$PYTHON" -c 'import asyncio, sys; from stream_app.demo.broker import wait_ready
+if ! "$PYTHON" -c 'import asyncio, sys; from stream_app.demo.broker_admin import wait_ready
 asyncio.run(wait_ready(sys.argv[1], 30))' "127.0.0.1:$PORT" 2>>"$LOG" || ! kill -0 "$PID" 2>/dev/null; then
   kill "$PID" 2>/dev/null || true
   echo "tansu did not become ready on 127.0.0.1:$PORT, see $LOG" >&2

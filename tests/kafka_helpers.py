@@ -11,7 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from stream_app.demo.broker import topic_partitions
+from stream_app.demo.broker_admin import topic_partitions
 
 
 async def _from_the_start(

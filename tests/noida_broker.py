@@ -16,7 +16,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from stream_app.demo.broker import HOST, free_port, port_free, wait_ready
+from stream_app.demo.broker import HOST, free_port, port_free
+from stream_app.demo.broker_admin import wait_ready
 from stream_app.demo.worker_process import stop_process_group
 from tests.waiting import wait_for
 

@@ -11,25 +11,18 @@ import signal
 import socket
 import stat
 import subprocess
-import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-
-from stream_app.kafka.topics import TopicSetupError
-from stream_app.kafka.topics import create_topics as _create_topics
+from stream_app.demo.broker_admin import BrokerError, wait_ready
 
 HOST = "127.0.0.1"
-# Kafka error codes a CreateTopics answer may carry for a topic that is already there.
 
 
-class BrokerError(RuntimeError):
-    """The embedded broker could not be found, started, or asked to create topics."""
 
 
 def free_port() -> int:
@@ -67,80 +60,6 @@ def tansu_binary() -> Path:
         except OSError as exc:
             raise BrokerError(f"tansu binary is not executable and chmod failed: {path}") from exc
     return path
-
-
-async def _admin(bootstrap: str, request_timeout_ms: int = 2000) -> AIOKafkaAdminClient:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms)
-    try:
-        await admin.start()
-    except BaseException:
-        await _close_quietly(admin)
-        raise
-    return admin
-
-
-async def _close_quietly(admin: AIOKafkaAdminClient) -> None:
-    try:
-        await admin.close()
-    except Exception:  # noqa: BLE001 - closing a half-started client must not mask the real error
-        pass
-
-
-async def _accepts_connections(host: str, port: int) -> bool:
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    try:
-        await writer.wait_closed()
-    except OSError:
-        pass
-    return True
-
-
-async def wait_ready(bootstrap: str, timeout: float = 30.0) -> None:
-    """Return once a metadata round trip to `bootstrap` works; BrokerError after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    host, _, port = bootstrap.rpartition(":")
-    while time.monotonic() < deadline:
-        # A plain TCP probe first: aiokafka logs an ERROR for every refused connection.
-        if not await _accepts_connections(host, int(port)):
-            await asyncio.sleep(0.05)
-            continue
-        try:
-            admin = await _admin(bootstrap)
-        except Exception as exc:  # noqa: BLE001 - not up yet: retry until the deadline
-            last = exc
-        else:
-            try:
-                await admin.list_topics()
-                return
-            except Exception as exc:  # noqa: BLE001
-                last = exc
-            finally:
-                await _close_quietly(admin)
-        await asyncio.sleep(0.1)
-    raise BrokerError(f"broker at {bootstrap} not ready after {timeout:g} s (last error: {last!r})")
-
-
-async def topic_partitions(bootstrap: str) -> dict[str, int]:
-    """Partition count of every existing topic (asks for all topics: never auto-creates one)."""
-    admin = await _admin(bootstrap)
-    try:
-        topics = await admin.describe_topics(None)
-    finally:
-        await _close_quietly(admin)
-    return {t["topic"]: len(t["partitions"]) for t in topics}
-
-
-async def create_topics(bootstrap: str, topics: Mapping[str, int]) -> None:
-    """stream_app.kafka.topics.create_topics on a plaintext broker; BrokerError naming the topic."""
-    try:
-        await _create_topics({"bootstrap_servers": bootstrap}, topics)
-    except TopicSetupError as exc:
-        raise BrokerError(str(exc)) from None
 
 
 class _EarlyExit(BrokerError):

@@ -15,7 +15,8 @@ from typing import IO, Any
 
 from aiokafka import AIOKafkaProducer
 
-from stream_app.demo.broker import BrokerError, EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker_admin import BrokerError
 from stream_app.demo.demo_plot import plot_run
 from stream_app.demo.demo_view import DemoView, Truth, follow
 from stream_app.demo.demo_worker import start_demo_worker

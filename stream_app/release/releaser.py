@@ -6,26 +6,9 @@ publishes a DP estimate of each group's law to ``priors`` and recalibrates from 
 charged on one accountant. theta, the charge and the schedule depend only on the settings and
 published laws (docs/privacy.md, "Public calibration").
 
-Durability: ``releases`` and ``priors`` (1 partition each, infinite retention) are journals and
-a local file in data_dir is a high-water mark, written as an *intent* before each send; a
-failed send burns its seq and keeps its charge, so no seq ever carries two values. Nothing is
-charged before a tick's records are built and validated, nor when the intent cannot be written.
-
-Exactness: the sum goes to the sampler as an integer number of grid units
-(core.noise.discrete_laplace_units), never as a float. The noisy result is published only when
-the JSON float ``noisy_sum`` holds it exactly (|noisy units| <= 2**53); otherwise the release is
-refused, never rounded. That test reads only the noisy value (post-processing of a charged
-draw), so the drawn seq is burned and its charge kept, as for a failed send: a refusal decided
-on the exact sum would be a noiseless, uncharged function of the data. Whenever
-this worker becomes the owner of the partials partition it restores from all three
-(stream_app.release.restore).
-
-Split brain (two workers that both believe they own the release partition): two fences, neither
-a lock. Journal fence: right before drawing, both journals are drained to the end the broker
-reports; a record this worker did not publish means another owner did: adopt, re-read, skip the
-tick. Pause fence (stream_app.release.pause): after a stalled event loop, ticks are held and the
-journals re-read. Remaining window: a publish by another owner between our drain and our send
-(a few ms); closing it needs transactions, which tansu lacks (see docs/design.md).
+Durability, exactness (never a rounded sum) and the split-brain fences: docs/design.md, "Release
+durability". Nothing is charged before a tick's records are validated, nor when the intent
+cannot be written. A worker that becomes the owner restores first (stream_app.release.restore).
 """
 
 from __future__ import annotations
@@ -36,39 +19,24 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
-from pydantic import ValidationError
-
 from core.noise import discrete_laplace_units, exact_float
 from core.plan import ReleasePlan, rounds_due
 from core.robust import robust_round
 from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.domain.priors import PublicPriors, learner_for, plan_for
-from stream_app.kafka.clients import aiokafka_kwargs
-from stream_app.kafka.topics import create_topics, journal_topics
 from stream_app.metrics import Metrics
-from stream_app.release.journal import Journal, bounded
+from stream_app.release.journal import bounded
+from stream_app.release.journals import Journals
 from stream_app.release.ledger import Ledger
 from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
+from stream_app.release.records import combine, priors_records, release_record
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # Safety net over a whole tick (journal reads + sends); a cancelled send burns its seq.
 TICK_LIMIT_SECONDS = 30.0 + SEND_TIMEOUT_MS / 1000 + 60.0
-
-
-def combine(partials: Mapping[int, Partial]) -> tuple[int, dict[str, list[int]], float]:
-    """(sum in grid units, per-group share sums, newest event ts) over input partitions."""
-    total = sum(p.sum_units for p in partials.values())
-    groups: dict[str, list[int]] = {}
-    for p in partials.values():
-        for group, bins in p.group_units.items():
-            acc = groups.setdefault(group, [0] * len(bins))
-            for j, units in enumerate(bins):
-                acc[j] += units
-    newest = max((p.newest_ts for p in partials.values()), default=0.0)
-    return total, groups, newest
 
 
 class Releaser:
@@ -91,8 +59,7 @@ class Releaser:
         self._is_owner = is_owner
         self._lock = asyncio.Lock()
         self.publisher = Publisher(s, metrics)
-        self._releases = Journal(s, s.topic_releases, Release)
-        self._priors = Journal(s, s.topic_priors, PriorsRecord)
+        self.journals = Journals(s)
         self.ledger = Ledger(s, metrics)
         self.priors_seq = 0
         self.laws = dict(priors.laws)
@@ -100,7 +67,6 @@ class Releaser:
         self.plan: ReleasePlan = plan if plan is not None else self._recalibrate()
         metrics.theta.set(self.plan.theta)
         self.synced = False
-        self._own: set[tuple[str, int, float]] = set()  # (topic, seq, ts) sent since the sync
         self._said_zero_theta = False
         self._ticks = 0  # public-clock ticks seen by this worker
         self._learned_through = 0  # rounds_due() value of the last successful learning round
@@ -115,8 +81,7 @@ class Releaser:
     async def stop(self) -> None:
         self.pause.stop()
         await self.publisher.stop()
-        await self._releases.close()
-        await self._priors.close()
+        await self.journals.close()
 
     def _recalibrate(self) -> ReleasePlan:
         started = time.perf_counter()
@@ -127,13 +92,7 @@ class Releaser:
     # --- journals ----------------------------------------------------------------------------
     async def _sync(self) -> None:
         generation = self.pause.generation
-        # The journals must exist with one partition before anything reads or writes them: a
-        # broker that lost its topics would otherwise auto-create them with its default count.
-        s = self.settings
-        await bounded(create_topics(aiokafka_kwargs(s), {s.topic_releases: 1, s.topic_priors: 1},
-                                    journal_topics(s)), "journal topics")
-        releases = await self._releases.read_all()
-        priors = await self._priors.read_all()
+        releases, priors = await self.journals.read_all()
         got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii,
                                   time.time())
         if (got.laws, got.radii, got.priors_seq) != (self.laws, self.radii, self.priors_seq):
@@ -142,17 +101,13 @@ class Releaser:
         self.metrics.priors_seq.set(self.priors_seq)
         if releases:
             self.metrics.theta.set(releases[-1].theta)
-        self._own.clear()
         self.synced = generation == self.pause.generation
         log.info("journals restored: last seq %d, priors round %d, epsilon spent %g",
                  self.ledger.last_seq, self.priors_seq, self.ledger.accountant.spent)
 
     async def _fence(self) -> bool:
         """True when nobody else has published since our last read of the journals."""
-        foreign: list[Release | PriorsRecord] = []
-        for journal in (self._releases, self._priors):
-            topic = journal.tp.topic
-            foreign += [r for r in await journal.drain() if (topic, r.seq, r.ts) not in self._own]
+        foreign = await self.journals.foreign()
         if not foreign:
             return True
         self.ledger.adopt(foreign)
@@ -239,18 +194,11 @@ class Releaser:
         if noisy is None:
             self._refuse(seq, "sum_not_representable")
             return None
-        record = Release(
-            seq=seq, ts=now, noisy_sum=noisy, theta=plan.theta,
-            epsilon=s.epsilon, epsilon_spent=books.spent,
-            epsilon_remaining=max(books.remaining, 0.0),
-            pairs=[p.value for p in s.pairs], rule=s.rule.value,
-            binding_pair=plan.binding_pair.value if plan.binding_pair else None,
-            binding_group=plan.binding_group, priors_seq=self.priors_seq, charge=charge,
-            window=self.ledger.window,
-        )
+        record = release_record(s, plan, seq, now, noisy, books, self.priors_seq, charge,
+                                self.ledger.window)
         if not self.ledger.intent(record):
             return None
-        self._own.add((s.topic_releases, record.seq, record.ts))
+        self.journals.sent(s.topic_releases, record.seq, record.ts)
         if not await self.publisher.send(s.topic_releases, to_bytes(record)):
             return None
         self.metrics.releases.inc()
@@ -279,23 +227,16 @@ class Releaser:
         learned = robust_round(learner, sums, self.laws, self.radii, s.prior_confidence_beta)
         charge = learner.charge()
         seq, spent = self.ledger.next_round(charge)
-        try:  # built and validated before the charge: a record that cannot exist costs nothing
-            records = [
-                PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
-                             probs=list(got.law.probs), epsilon_learn=learner.epsilon_learn,
-                             epsilon_spent=spent, radius=got.radius, status=got.status,
-                             window=self.ledger.window)
-                for group, got in sorted(learned.items())
-            ]
-        except ValidationError as exc:
-            fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
-            log.error("learning round not published: invalid priors record (%s); nothing "
-                      "charged", ", ".join(fields))
+        # built and validated before the charge: a record that cannot exist costs nothing
+        records = priors_records(seq, now, learned, learner.epsilon_learn, spent,
+                                 self.ledger.window)
+        if records is None:
             return None
         self.ledger.charge_round(charge)  # = seq, spent: nothing awaited since next_round
         if not self.ledger.intent():
             return None
-        self._own.update((s.topic_priors, r.seq, r.ts) for r in records)
+        for r in records:
+            self.journals.sent(s.topic_priors, r.seq, r.ts)
         for record in records:
             if not await self.publisher.send(s.topic_priors, to_bytes(record)):
                 return None

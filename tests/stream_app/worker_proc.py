@@ -25,7 +25,8 @@ from aiokafka import AIOKafkaProducer
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
 from stream_app import metrics
-from stream_app.demo.broker import EmbeddedBroker, create_topics, free_port
+from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker_admin import create_topics
 from stream_app.metrics import Samples
 from tests.kafka_helpers import consume_all, json_values
 from tests.processes import task_dump

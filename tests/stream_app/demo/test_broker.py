@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from stream_app.demo.broker import (
-    BrokerError,
-    EmbeddedBroker,
-    create_topics,
-    free_port,
-    tansu_binary,
-    wait_ready,
-)
+from stream_app.demo.broker import EmbeddedBroker, free_port, tansu_binary
+from stream_app.demo.broker_admin import BrokerError, create_topics, wait_ready
 from tests.kafka_helpers import consume_all, json_values, produce_json
 from tests.processes import pid_alive
 

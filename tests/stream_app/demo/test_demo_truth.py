@@ -26,7 +26,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from core.policy import PairKind
-from stream_app.demo.broker import EmbeddedBroker, create_topics, topic_partitions
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics, topic_partitions
 from stream_app.demo.demo_worker import ReleaseTap
 from stream_app.domain.models import Partial, Release
 from stream_app.domain.priors import public_priors

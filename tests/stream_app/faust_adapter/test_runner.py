@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, create_topics, free_port, topic_partitions
+from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker_admin import create_topics, topic_partitions
 from tests.stream_app.worker_proc import (
     REPO,
     scrape,

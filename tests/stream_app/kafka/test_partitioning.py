@@ -15,7 +15,8 @@ import zlib
 import pytest
 from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 from stream_app.domain.rejection import Rejected
 from stream_app.kafka.partitioning import PartitionCheck, murmur2, partition_for
 from tests.kafka_helpers import consume_all

@@ -8,7 +8,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from stream_app.demo.broker import EmbeddedBroker, topic_partitions
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import topic_partitions
 from stream_app.kafka.topics import TopicSetupError, create_topics, ensure_topics, wanted_topics
 from stream_app.settings import Settings
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 from stream_app.domain.models import Partial, Release
 from stream_app.domain.priors import public_priors
 from stream_app.metrics import Metrics

@@ -13,7 +13,8 @@ import pytest
 
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.domain.priors import PublicPriors, public_priors
 from stream_app.metrics import Metrics

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 from stream_app.domain.models import Membership, Report
 from tests.kafka_helpers import read_to_end
 from tests.stream_app.tools.cli_proc import REPO, java_partition, plain_env

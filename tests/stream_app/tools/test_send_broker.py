@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, create_topics, free_port
+from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker_admin import create_topics
 from tests.kafka_helpers import produce_json, read_to_end
 from tests.stream_app.tools.cli_proc import (
     broker_env,

@@ -1,0 +1,62 @@
+"""The records a tick publishes, built from public inputs and one noisy draw."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from pydantic import ValidationError
+
+from core.budget import Accountant
+from core.plan import ReleasePlan
+from core.robust import RoundLaw
+from stream_app.domain.models import Partial, PriorsRecord, Release
+from stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def combine(partials: Mapping[int, Partial]) -> tuple[int, dict[str, list[int]], float]:
+    """(sum in grid units, per-group share sums, newest event ts) over input partitions."""
+    total = sum(p.sum_units for p in partials.values())
+    groups: dict[str, list[int]] = {}
+    for p in partials.values():
+        for group, bins in p.group_units.items():
+            acc = groups.setdefault(group, [0] * len(bins))
+            for j, units in enumerate(bins):
+                acc[j] += units
+    newest = max((p.newest_ts for p in partials.values()), default=0.0)
+    return total, groups, newest
+
+
+def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: float,
+                   books: Accountant, priors_seq: int, charge: float,
+                   window: int | None) -> Release:
+    return Release(
+        seq=seq, ts=now, noisy_sum=noisy, theta=plan.theta,
+        epsilon=s.epsilon, epsilon_spent=books.spent,
+        epsilon_remaining=max(books.remaining, 0.0),
+        pairs=[p.value for p in s.pairs], rule=s.rule.value,
+        binding_pair=plan.binding_pair.value if plan.binding_pair else None,
+        binding_group=plan.binding_group, priors_seq=priors_seq, charge=charge,
+        window=window,
+    )
+
+
+def priors_records(seq: int, now: float, learned: Mapping[str, RoundLaw],
+                   epsilon_learn: float, spent: float,
+                   window: int | None) -> list[PriorsRecord] | None:
+    """A learning round's records, one per group; None (logged) when one is invalid."""
+    try:
+        return [
+            PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
+                         probs=list(got.law.probs), epsilon_learn=epsilon_learn,
+                         epsilon_spent=spent, radius=got.radius, status=got.status,
+                         window=window)
+            for group, got in sorted(learned.items())
+        ]
+    except ValidationError as exc:
+        fields = sorted({".".join(map(str, e["loc"])) for e in exc.errors()})
+        log.error("learning round not published: invalid priors record (%s); nothing "
+                  "charged", ", ".join(fields))
+        return None
