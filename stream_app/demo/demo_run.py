@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import shutil
 import signal
@@ -30,10 +31,7 @@ WORKER_GRACE_SECONDS = 8.0
 STATUS_EVERY_SECONDS = 10.0
 MAX_AHEAD = 300  # events the producer may be ahead of the worker (keeps its lag < SETTLE)
 METRICS_POLL_SECONDS = 0.25
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
+_say = functools.partial(print, flush=True)
 
 
 class DemoRun:
