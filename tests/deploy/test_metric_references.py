@@ -63,7 +63,7 @@ def test_dashboard_queries_only_exported_metrics() -> None:
     exprs = list(dashboard_exprs(dashboard))
     used = set().union(*(promql_metric_names(e) for _, e in exprs))
     assert unresolved_metrics(used) == set(), used
-    # What the dashboard is for (issue 4): theta, budget, events, rejections, lag, recalibration.
+    # What the dashboard is for: theta, budget, events, rejections, lag, recalibration.
     assert {
         "pufferfish_theta",
         "pufferfish_epsilon_spent",

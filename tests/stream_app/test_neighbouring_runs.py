@@ -1,4 +1,4 @@
-"""The attacker's test (issue 10): runs on inputs that differ in ONE user's secret publish the
+"""The attacker's test: runs on inputs that differ in ONE user's secret publish the
 same everything but the noise.
 
 Declared priors: every release field except noisy_sum and ts is identical seq by seq across a
@@ -118,7 +118,7 @@ def test_declared_neighbours_publish_the_same_fields(
                 k: v for k, v in theirs.items() if k not in NOISE_FIELDS}, tag
     first = base[0]
     assert first["binding_group"] == "g3" and first["binding_pair"] == "distribution_presence"
-    assert first["theta"] == pytest.approx(9.6177, rel=1e-4)  # issue 10's measurement
+    assert first["theta"] == pytest.approx(9.6177, rel=1e-4)  # measured when theta became public
     plan = plan_json(_settings("base", priors), tmp_path)  # what the worker got from its env
     assert plan["theta"] == first["theta"] and plan["charge_per_release"] == first["charge"]
     assert plan["binding_group"] == "g3"

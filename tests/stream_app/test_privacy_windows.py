@@ -1,4 +1,4 @@
-"""Privacy windows on the real broker (issue 13): the budget renews on the public clock.
+"""Privacy windows on the real broker: the budget renews on the public clock.
 
 Window 20 s, a release every second, a budget of exactly 5 releases per window (bound rule on a
 value pair: the charge is epsilon = 1, budget_total = 5). Three consecutive whole windows get

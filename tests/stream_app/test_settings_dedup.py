@@ -1,4 +1,4 @@
-"""The default dedup window keeps a full per-user state under 1 KiB (issue 12), measured on the
+"""The default dedup window keeps a full per-user state under 1 KiB, measured on the
 stored bytes themselves (what the in-memory store keeps and the changelog carries)."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ Law = dict[str, list[float]]
 G1: Law = {"support": [0, 1, 2], "probs": [0.6, 0.3, 0.1]}
 G2: Law = {"support": [0, 1, 2], "probs": [0.2, 0.3, 0.5]}
 G3: Law = {"support": [0, 8], "probs": [0.5, 0.5]}
-ISSUE10: dict[str, Law] = {"g1": G1, "g2": G2, "g3": G3}
+THREE_GROUPS: dict[str, Law] = {"g1": G1, "g2": G2, "g3": G3}
 JSON_KEYS = {
     "theta", "epsilon", "rule", "pairs", "binding_group", "binding_pair", "spread",
     "charge_per_release", "noise_sd", "budget_total", "release_period_seconds",
@@ -92,16 +92,16 @@ def _replay(total: str, charge: float, period: float, learn: float | None,
 
 
 # ---- plan_summary (in-process) ---------------------------------------------------------------
-def _issue10(tmp_path: Path) -> Settings:
+def _three_groups(tmp_path: Path) -> Settings:
     path = tmp_path / "priors.json"
-    path.write_text(json.dumps(ISSUE10), encoding="utf-8")
+    path.write_text(json.dumps(THREE_GROUPS), encoding="utf-8")
     return _settings(prior_source="declared", priors_file=str(path), domain=list(range(9)),
                     pairs=["distribution_presence", "distribution_change"], rule="exact",
                     epsilon=0.5)
 
 
-def test_issue10_exact_three_groups(tmp_path: Path) -> None:
-    s = _issue10(tmp_path)
+def test_exact_three_groups(tmp_path: Path) -> None:
+    s = _three_groups(tmp_path)
     got = plan_summary(s)
     assert set(got) == JSON_KEYS
     eps, theta = 0.5, got["theta"]
@@ -112,7 +112,7 @@ def test_issue10_exact_three_groups(tmp_path: Path) -> None:
     assert not _passes_exactly(g3, zero, 0.999 * theta, eps)
     assert got["binding_group"] == "g3" and got["binding_pair"] == "distribution_presence"
     # every pair of every group passes at theta (theta is the max over all of them)
-    laws = {g: _dist(spec) for g, spec in ISSUE10.items()}
+    laws = {g: _dist(spec) for g, spec in THREE_GROUPS.items()}
     for g, law in laws.items():
         assert _passes_exactly(law, zero, theta, eps)
         for h, other in laws.items():
@@ -274,7 +274,7 @@ def test_failure_probability_is_capped_at_one() -> None:
 
 def test_failure_declared_is_zero(tmp_path: Path) -> None:
     priors = tmp_path / "p.json"
-    priors.write_text(json.dumps(ISSUE10))
+    priors.write_text(json.dumps(THREE_GROUPS))
     s = _settings(prior_source="declared", priors_file=str(priors), domain=list(range(9)),
                   budget_window_seconds=600)
     got = plan_summary(s)
@@ -328,10 +328,10 @@ def _config(d: Path, name: str, cfg: dict[str, Any], priors: Any = None) -> str:
 def _cases(d: Path) -> dict[str, list[str]]:
     declared = {"prior_source": "declared"}
     return {
-        "issue10-json": ["--json", "--config", _config(d, "issue10", {
+        "three-groups-json": ["--json", "--config", _config(d, "three-groups", {
             **declared, "domain": list(range(9)), "rule": "exact", "epsilon": 0.5,
-            "pairs": ["distribution_presence", "distribution_change"]}, ISSUE10)],
-        "issue10-text": ["--config", str(d / "issue10.json")],
+            "pairs": ["distribution_presence", "distribution_change"]}, THREE_GROUPS)],
+        "three-groups-text": ["--config", str(d / "three-groups.json")],
         "defaults-json": ["--json"],
         "defaults-text": [],
         "bad-epsilon-learn": ["--config", _config(d, "el", {"epsilon_learn": 0})],
@@ -379,8 +379,8 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     return outs
 
 
-def test_cli_issue10_json(cli: dict[str, Outcome]) -> None:
-    out = cli["issue10-json"]
+def test_cli_three_groups_json(cli: dict[str, Outcome]) -> None:
+    out = cli["three-groups-json"]
     assert out.code == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
@@ -412,8 +412,8 @@ def test_cli_issue10_json(cli: dict[str, Outcome]) -> None:
     assert out.stderr == ""
 
 
-def test_cli_issue10_text(cli: dict[str, Outcome]) -> None:
-    out = cli["issue10-text"]
+def test_cli_three_groups_text(cli: dict[str, Outcome]) -> None:
+    out = cli["three-groups-text"]
     assert out.code == 0, out.stderr
     text = out.stdout
     theta = re.search(r"^theta ([0-9.]+) \(plain, radius 0: [0-9.]+; binding: group g3, "

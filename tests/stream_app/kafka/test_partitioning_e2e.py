@@ -1,6 +1,6 @@
 """The partitioning contract on a real broker, two workers, producers with confluent-kafka.
 
-Issue 17: joins produced with aiokafka (murmur2) and reports with confluent-kafka's default
+Joins produced with aiokafka (murmur2) and reports with confluent-kafka's default
 partitioner (librdkafka consistent_random, CRC32) used to be dead-lettered ``not_present`` when
 the report's partition belonged to another worker. Now every misrouted record is dead-lettered
 ``wrong_partition`` (and none ``not_present``); with ``partitioner=murmur2_random`` nothing is

@@ -291,7 +291,7 @@ def test_laws_in_force_skips_a_record_that_is_not_a_law() -> None:
     assert round_ == 1
 
 
-# ---- privacy windows (issue 13) --------------------------------------------------------------
+# ---- privacy windows -----------------------------------------------------------------------
 def _in_window(record: Release | PriorsRecord, window: int) -> Release | PriorsRecord:
     return record.model_copy(update={"window": window})
 

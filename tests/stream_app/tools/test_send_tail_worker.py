@@ -1,4 +1,4 @@
-"""``pufferfish send`` feeds a real worker, ``pufferfish tail`` reads its releases (issue 14).
+"""``pufferfish send`` feeds a real worker, ``pufferfish tail`` reads its releases.
 
 Joins from a file, reports from stdin, both through ``send`` as subprocesses with the worker's
 own settings; every record is accepted (nothing dead-lettered, in particular no
