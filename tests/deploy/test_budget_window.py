@@ -8,16 +8,19 @@ published again (the deployments shipped before had budget 50 for 99 releases, 9
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
-from tests.deploy.manifests import compose_worker_env, k8s_worker_env, plan_json
+from tests.deploy.manifests import DEPLOY_README, compose_worker_env, k8s_worker_env, plan_json
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
 pytestmark = pytest.mark.xdist_group("test_budget_window")
 
 MANIFESTS = {"docker-compose.yml": compose_worker_env, "deploy/k8s": k8s_worker_env}
+# the heading of each manifest's plan in deploy/README.md
+README_SECTIONS = {"docker-compose.yml": "### `docker-compose.yml`", "deploy/k8s": "### `k8s/`"}
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +100,35 @@ def test_the_plan_reads_the_manifest_environment(
     assert plan["epsilon"] == float(env["PUFFERFISH_EPSILON"])
     assert plan["rule"] == env["PUFFERFISH_RULE"]
     assert plan["budget_total"] == float(env["PUFFERFISH_BUDGET_TOTAL"])
+
+
+@pytest.mark.parametrize("manifest", sorted(MANIFESTS))
+def test_deploy_readme_shows_the_current_plan(
+    plans: dict[str, dict[str, Any]], manifest: str
+) -> None:
+    # deploy/README.md pastes `pufferfish plan` of each manifest: its figures must be today's
+    # (regenerate the block with the command the README gives when this fails).
+    plan, window = plans[manifest], plans[manifest]["window"]
+    readme = DEPLOY_README.read_text(encoding="utf-8")
+    section = readme.split(README_SECTIONS[manifest], 1)[1].split("\n## ", 1)[0]
+    section = section.split("\n### ", 1)[0]
+    expected = [
+        f"budget {plan['budget_total']:g}: {plan['releases_until_exhausted']} releases, "
+        f"{plan['seconds_until_exhausted']:g} s at one per {plan['release_period_seconds']:g} s",
+        f"privacy window {window['seconds']:g} s",
+        f"{window['releases_per_window']} of {window['ticks_per_window']} ticks release",
+        f"charge per release {plan['charge_per_release']:.6g}",
+        f"theta {plan['theta']:.6g}",
+        f"noisy group mass above {plan['learning']['noise_tail_users']:.4g} users",
+    ]
+    missing = [line for line in expected if line not in section]
+    assert not missing, f"deploy/README.md, {README_SECTIONS[manifest]}: stale plan {missing}"
+
+
+def test_deploy_readme_states_the_learning_population(plans: dict[str, dict[str, Any]]) -> None:
+    # A learning round's law is void unless the group's noisy mass exceeds the noise tail T.
+    tail = plans["docker-compose.yml"]["learning"]["noise_tail_users"]
+    readme = DEPLOY_README.read_text(encoding="utf-8")
+    assert f"noisy mass exceeds {tail:.2f} users" in readme
+    assert f"about **{math.ceil(tail)} users**" in readme
+    assert f"Learned priors need about {math.ceil(tail)} users per group" in readme
