@@ -17,6 +17,7 @@ import pytest
 
 from stream_app.kafka.topics import wanted_topics
 from stream_app.settings import Settings
+from tests.deploy.manifests import compose_worker_env
 from tests.deploy.support import COMPOSE_FILE, EXPECTED_TOPICS, ROOT, load_yaml, settings_from_env
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
@@ -186,3 +187,18 @@ def test_dockerfile_exposes_the_metrics_port_prometheus_scrapes(compose: dict[st
     assert re.search(rf"^EXPOSE\s+{port}\s*$", text, re.M)
     assert f"PUFFERFISH_METRICS_PORT={port}" in text
     assert compose["services"]["worker"]["expose"] == [str(port)]
+
+
+def test_workers_keep_data_dir_on_a_named_volume(compose: dict[str, Any]) -> None:
+    data_dir = settings_from_env(
+        {k: v for k, v in compose_worker_env(compose).items() if k.startswith("PUFFERFISH_")}
+    ).data_dir
+    assert data_dir.is_absolute()  # not relative to whatever WORKDIR the image has
+    # short syntax SOURCE:TARGET[:MODE] -> {target: (source, mode)}
+    mounts = {parts[1]: (parts[0], parts[2:]) for parts in
+              (spec.split(":") for spec in compose["services"]["worker"].get("volumes", []))}
+    assert str(data_dir) in mounts, f"no volume on data_dir {data_dir}"
+    source, mode = mounts[str(data_dir)]
+    assert "ro" not in mode
+    assert not source.startswith((".", "/")), "a named volume, not a bind mount"
+    assert source in compose["volumes"]

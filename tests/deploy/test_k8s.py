@@ -1,4 +1,8 @@
-"""deploy/k8s: the manifests parse and refer to each other by consistent names."""
+"""deploy/k8s: the manifests parse and refer to each other by consistent names.
+
+deploy/k8s/ is what `kubectl apply -f deploy/k8s/` applies; the example Secret (placeholder
+credentials) lives apart in deploy/k8s-examples/ and is never part of that set.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,32 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.support import K8S, load_yaml_documents, settings_from_env
+from tests.deploy.manifests import K8S_EXAMPLES, k8s_objects, manifest_files, secret_data
+from tests.deploy.support import K8S, ROOT, settings_from_env
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
 pytestmark = pytest.mark.xdist_group("test_k8s")
 
 
 @pytest.fixture(scope="module")
-def objects() -> dict[tuple[str, str], dict[str, Any]]:
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    files = sorted(K8S.glob("*.yaml"))
-    assert files
-    for path in files:
-        for doc in load_yaml_documents(path):
-            assert {"apiVersion", "kind", "metadata"} <= set(doc), path
-            key = (doc["kind"], doc["metadata"]["name"])
-            assert key not in found, f"{key} defined twice"
-            found[key] = doc
-    return found
+def applied() -> dict[tuple[str, str], dict[str, Any]]:
+    """What `kubectl apply -f deploy/k8s/` applies (-R included: every file below it)."""
+    return k8s_objects(K8S)
+
+
+@pytest.fixture(scope="module")
+def examples() -> dict[tuple[str, str], dict[str, Any]]:
+    return k8s_objects(K8S_EXAMPLES)
+
+
+@pytest.fixture(scope="module")
+def objects(
+    applied: dict[tuple[str, str], dict[str, Any]],
+    examples: dict[tuple[str, str], dict[str, Any]],
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The applied set plus the example Secret an operator creates from deploy/k8s-examples."""
+    assert not set(applied) & set(examples), "an object both applied and an example"
+    return {**applied, **examples}
 
 
 def _workers(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
@@ -77,7 +89,7 @@ def test_env_comes_from_existing_configmap_and_secret(objects: Any) -> None:
         assert (kind, name) in objects, (kind, name)
     secret = objects[("Secret", refs["Secret"])]
     # Kafka location and credentials come from the Secret, not the ConfigMap.
-    assert {"PUFFERFISH_BROKER", "PUFFERFISH_SASL_PASSWORD"} <= set(secret["stringData"])
+    assert {"PUFFERFISH_BROKER", "PUFFERFISH_SASL_PASSWORD"} <= set(secret_data(secret))
     config = objects[("ConfigMap", refs["ConfigMap"])]
     assert not {k for k in config["data"] if "PASSWORD" in k or k == "PUFFERFISH_BROKER"}
 
@@ -89,7 +101,7 @@ def test_configmap_plus_secret_is_a_valid_configuration(objects: Any) -> None:
         if "configMapRef" in entry:
             env.update(objects[("ConfigMap", entry["configMapRef"]["name"])]["data"])
         else:
-            env.update(objects[("Secret", entry["secretRef"]["name"])]["stringData"])
+            env.update(secret_data(objects[("Secret", entry["secretRef"]["name"])]))
     settings = settings_from_env(env)
     assert settings.broker_security_protocol == "SASL_SSL"
     assert settings.metrics_port == _container(_workers(objects))["ports"][0]["containerPort"]
@@ -114,3 +126,37 @@ def test_runs_as_the_image_user_without_privileges(objects: Any) -> None:
     assert pod_security["runAsNonRoot"] is True
     container_security = _container(sts)["securityContext"]
     assert container_security["allowPrivilegeEscalation"] is False
+
+
+def test_the_apply_set_holds_no_secret(applied: Any) -> None:
+    kinds = {kind for kind, _ in applied}
+    assert "Secret" not in kinds, "placeholder credentials would be applied"
+    for path in manifest_files(K8S):
+        assert "REPLACE_ME" not in path.read_text(encoding="utf-8"), path
+
+
+def test_the_example_secret_is_the_one_the_workers_read(applied: Any, examples: Any) -> None:
+    env_from = _container(_workers(applied))["envFrom"]
+    (name,) = [e["secretRef"]["name"] for e in env_from if "secretRef" in e]
+    assert ("Secret", name) in examples
+    assert {kind for kind, _ in examples} == {"Secret"}
+    # the examples are not below deploy/k8s (`kubectl apply -R -f deploy/k8s/` misses them too)
+    assert not K8S_EXAMPLES.resolve().is_relative_to(K8S.resolve())
+
+
+def test_the_apply_set_check_sees_a_secret(tmp_path: Any) -> None:
+    (tmp_path / "a.yaml").write_text(
+        (K8S_EXAMPLES / "secret.example.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    assert ("Secret", "pufferfish-kafka") in k8s_objects(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text(
+        '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}', encoding="utf-8")
+    assert ("ConfigMap", "x") in k8s_objects(tmp_path)
+
+
+def test_no_file_names_the_secret_at_its_old_place() -> None:
+    old = "deploy/k8s/secret.example.yaml"
+    for path in [*manifest_files(K8S), *manifest_files(K8S_EXAMPLES),
+                 ROOT / "deploy" / "README.md", ROOT / "docker-compose.yml"]:
+        if path.is_file():
+            assert old not in path.read_text(encoding="utf-8"), path
