@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,8 @@ def save_state(path: Path, state: LocalState) -> None:
         ),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # a name of this writer's own: workers that share data_dir may save at the same moment
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(payload, f, allow_nan=False)
         f.flush()
