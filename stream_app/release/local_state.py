@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
