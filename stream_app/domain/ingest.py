@@ -35,9 +35,9 @@ from stream_app.domain.batch import (
 from stream_app.domain.draft import MEMBERSHIP, REPORTS, Draft
 from stream_app.domain.inputs import check_key, read_membership, read_report, tuple_new
 from stream_app.domain.outcomes import Outcomes
+from stream_app.domain.partition_check import PartitionCheck
 from stream_app.domain.rejection import Rejected
 from stream_app.domain.rules import EventRules
-from stream_app.kafka.partitioning import PartitionCheck
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
 

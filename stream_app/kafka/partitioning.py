@@ -9,22 +9,17 @@ partition is dead-lettered ``wrong_partition`` before it touches any state
 
 ``murmur2`` is Java's ``org.apache.kafka.common.utils.Utils.murmur2``, written here from that
 definition; the tests pin it against Java vectors and against librdkafka's murmur2 partitioner
-through a real broker. ``PartitionCheck`` caches the expected partition per key (bounded LRU).
+through a real broker. The input path's check is
+``stream_app.domain.partition_check``.
 """
 
 from __future__ import annotations
 
-import functools
 import struct
-
-from stream_app.domain.rejection import wrong_partition
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
-
-# keys remembered by a PartitionCheck: ~150 bytes each (key, int, LRU link) -> ~10 MiB at most
-DEFAULT_CACHE_KEYS = 1 << 16
 
 
 def murmur2_u32(data: bytes) -> int:
@@ -61,24 +56,3 @@ def partition_for(key: bytes, partitions: int) -> int:
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
     return (murmur2_u32(key) & 0x7FFFFFFF) % partitions
-
-
-class PartitionCheck:
-    """Checks that records sit on their key's contract partition; expected partitions cached
-    per key (LRU, at most ``cache_keys`` keys)."""
-
-    def __init__(self, partitions: int, cache_keys: int = DEFAULT_CACHE_KEYS) -> None:
-        if partitions < 1:
-            raise ValueError("partitions must be >= 1")
-        self.partitions = partitions
-        self.expected = functools.lru_cache(maxsize=cache_keys)(self._expected)
-
-    def _expected(self, key: bytes) -> int:
-        return (murmur2_u32(key) & 0x7FFFFFFF) % self.partitions
-
-    def check(self, key: bytes, partition: int) -> None:
-        """Rejected("wrong_partition", "expected partition E of N") unless ``partition`` is
-        the key's contract partition."""
-        expected = self.expected(key)
-        if expected != partition:
-            raise wrong_partition(expected, self.partitions)

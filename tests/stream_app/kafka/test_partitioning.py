@@ -17,8 +17,9 @@ from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
+from stream_app.domain.partition_check import PartitionCheck
 from stream_app.domain.rejection import Rejected
-from stream_app.kafka.partitioning import PartitionCheck, murmur2, partition_for
+from stream_app.kafka.partitioning import murmur2, partition_for
 from tests.kafka_helpers import consume_all
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2 (Java's signed int results)
