@@ -2,23 +2,48 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from core.errors import PufferfishInputError
-from stream_app.settings.model import CONFIG_FILE_ENV, Settings
+from stream_app.settings.model import CONFIG_FILE_ENV, REMOVED, Settings
+
+# PUFFERFISH_* variables that are not settings: the CI harness's and the test script's own
+NOT_SETTINGS = frozenset({CONFIG_FILE_ENV, "PUFFERFISH_CI_RUN", "PUFFERFISH_TEST_WORKERS"})
+ENV_PREFIX = "PUFFERFISH_"
+
+
+def unknown_setting(name: str, known: Iterable[str]) -> str:
+    """The message for a name that is not a setting, with the closest one if any is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return "unknown setting" + (f"; did you mean {close[0]}?" if close else "")
+
+
+def check_environment(environ: Mapping[str, str] = os.environ) -> None:
+    """A ``PUFFERFISH_*`` variable that names no setting is an error (a typo would otherwise
+    leave the default in force without a word)."""
+    names = {ENV_PREFIX + f.upper() for f in Settings.model_fields}
+    for key in sorted(environ):
+        upper = key.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in names or upper in NOT_SETTINGS:
+            continue
+        removed = REMOVED.get(upper.removeprefix(ENV_PREFIX).lower())
+        raise PufferfishInputError(key, removed or unknown_setting(upper, names))
 
 
 def _validation_message(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err.get("loc", ())) or "settings"
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":  # a key of the config file
+        msg = unknown_setting(field, Settings.model_fields)
     if not err.get("loc") and ":" in msg:
         field, msg = (part.strip() for part in msg.split(":", 1))
     return field, msg
@@ -27,6 +52,7 @@ def _validation_message(exc: ValidationError) -> tuple[str, str]:
 def load_settings(config: str | None = None, overrides: Mapping[str, Any] = {}) -> Settings:  # noqa: B006
     """Settings from the environment and an optional JSON file; every problem is ONE
     PufferfishInputError naming the field (the CLI prints it as one line, exit 2)."""
+    check_environment()
     if config:
         if not os.path.isfile(config):
             raise PufferfishInputError("config", f"no such file: {config}")

@@ -199,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="JSONL file of reports and membership events (default: stdin)")
     parser.add_argument("--config", metavar="FILE",
                         help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser.add_argument("--broker", metavar="URL",
+                        help="broker URL, e.g. kafka://localhost:9092 (same as PUFFERFISH_BROKER)")
     parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,
                         metavar="S", help="seconds to wait for the broker at each step "
                         "(default 10)")
@@ -206,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="progress bar on stderr even when it is not a terminal")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
         stream = _open(args.input)
     except PufferfishInputError as exc:
         return common.fail(exc)

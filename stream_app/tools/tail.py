@@ -158,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "record.")
     parser.add_argument("--config", metavar="FILE",
                         help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser.add_argument("--broker", metavar="URL",
+                        help="broker URL, e.g. kafka://localhost:9092 (same as PUFFERFISH_BROKER)")
     parser.add_argument("--json", action="store_true", help="each record's JSON, one per line")
     parser.add_argument("--from-beginning", action="store_true",
                         help="read the topics' history first (default: new records only)")
@@ -170,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar="S", help="seconds to wait for the broker at start (default 10)")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
         topics = chosen_topics(settings, args.topics)
     except PufferfishInputError as exc:
         return common.fail(exc)

@@ -186,3 +186,23 @@ def test_tail_prints_dead_letters_where_and_why_without_their_bytes(broker: Embe
     default = pufferfish(["tail", "--from-beginning", "--max", "1"], env, timeout=60)
     assert default.returncode == 0, default.stderr
     assert default.stdout.startswith("release seq=1 ")
+
+
+def test_broker_flag_overrides_the_settings_for_send_and_tail(broker: EmbeddedBroker) -> None:
+    asyncio.run(create_topics(broker.bootstrap, {"reports": 4, "membership": 4,
+                                                 "deadletter": 1}))
+    env = plain_env(broker=f"kafka://127.0.0.1:{free_port()}")  # nobody there: only --broker
+    sent = pufferfish(["send", "--broker", broker.url], env, stdin=json.dumps(GOOD[1]) + "\n",
+                      timeout=60)
+    assert sent.returncode == 0, sent.stderr
+    assert summary(sent)["acknowledged"] == 1
+    records = asyncio.run(read_to_end(broker.bootstrap, "membership"))
+    assert [json.loads(r.value or b"")["user_id"] for r in records] == ["alice"]
+
+    letter = {"source_topic": "reports", "raw": "{", "reason": "malformed_json", "ts": 5.0}
+    asyncio.run(produce_json(broker.bootstrap, "deadletter", [(None, letter)]))
+    tailed = pufferfish(["tail", "--broker", broker.url, "--topics", "deadletter",
+                         "--from-beginning", "--max", "1"], env, timeout=60)
+    assert tailed.returncode == 0, tailed.stderr
+    assert tailed.stdout.startswith("deadletter reason=malformed_json source_topic=reports"), \
+        tailed.stdout
