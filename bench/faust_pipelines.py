@@ -20,7 +20,6 @@ Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped li
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import sys
 from typing import Any
@@ -62,6 +61,7 @@ def run(kind: str) -> int:
 
     from stream_app.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
+    from stream_app.worker import freeze_startup_heap
 
     s = Settings()
     registry = CollectorRegistry()
@@ -108,11 +108,9 @@ def run(kind: str) -> int:
 
     app.agent(inputs, name=kind.removeprefix(STOCK_PREFIX))(
         recipe if kind.endswith("recipe") else bare)
-    # as the worker does once its app is built (stream_app.worker.freeze_startup_heap; written
-    # out here so that these processes import no more than they need)
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # stream_app.worker.GC_YOUNG_THRESHOLD
+    # as the worker does once its app is built: the start-up heap frozen, the young
+    # generation's threshold the worker's (GC_YOUNG_THRESHOLD)
+    freeze_startup_heap()
     loop = new_event_loop(s)
     asyncio.set_event_loop(loop)
     worker = worker_class()(app, loglevel="WARNING", quiet=True, loop=loop,

@@ -46,18 +46,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench import _common
-from bench.throughput import (
-    DOMAIN,
-    PARTITIONS,
-    Worker,
-    Workload,
-    drain,
-    produce_sync,
-    rate_between,
-    start_worker,
-    topic_names,
-    wait_for,
-)
+from bench.harness import DOMAIN, PARTITIONS, Worker, topic_names, wait_for
+from bench.timing import drain, rate_between
+from bench.worker_pipeline import start_worker
+from bench.workload import Workload, produce_sync
 from stream_app.local.broker import EmbeddedBroker, create_topics
 
 NAME = "latency"

@@ -35,7 +35,6 @@ from bench import _common
 NAME = "memory"
 K = 16
 KIB = 1024.0
-REPO = Path(__file__).resolve().parents[1]
 
 
 def rss_bytes() -> int:
@@ -100,8 +99,9 @@ def child(store: str, n: int, reports: int) -> dict[str, float]:
 
 def measure(store: str, n: int, reports: int) -> dict[str, float]:
     cmd = [sys.executable, "-m", "bench.memory", "--child", store, str(n), str(reports)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
+    env = {**os.environ, "PYTHONPATH": str(_common.REPO)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=_common.REPO,
+                          timeout=240)
     if done.returncode != 0:
         raise RuntimeError(f"memory child {store} N={n} failed:\n{done.stderr[-2000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import _common, throughput
+from bench import _common, timing
 from bench.latency import marker_latencies, marker_step, separable
-from bench.throughput import cpu_per_event, rate_between, top_frames
+from bench.profiler import top_frames
+from bench.timing import cpu_per_event, rate_between
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
@@ -86,15 +87,15 @@ def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyP
             pipe.count += len(events) / 10
         return len(events)
 
-    monkeypatch.setattr(throughput, "produce_sync", produce)
+    monkeypatch.setattr(timing, "produce_sync", produce)
     broker_seconds = iter(range(0, 10**6, 5))  # 5 ms of broker CPU per sample
-    samples, produced_at = throughput.produce_and_drain(
+    samples, produced_at = timing.produce_and_drain(
         "b", {}, list(range(1000)), pipe, 0, timeout=10,  # type: ignore[arg-type]
         broker_cpu=lambda: next(broker_seconds) / 1000)
     assert len(samples) >= 3 and samples[0][1] < 950
     assert samples[0][0] < produced_at
     # all was handled while it was produced: read from the 5 % mark
-    assert throughput.start_mark(samples, produced_at, 0, 1000) == 50
+    assert timing.start_mark(samples, produced_at, 0, 1000) == 50
     rate = rate_between(samples, 50, 950)
     assert 500 < rate < 2000  # 1000 records in ~1 s, sampled every 0.25 s
     assert cpu_per_event(samples, 50, 950) == pytest.approx(10.0)
@@ -110,18 +111,18 @@ def test_a_failed_producer_stops_the_sampling(monkeypatch: pytest.MonkeyPatch) -
     def produce(bootstrap: str, topics: dict[str, str], events: list[int]) -> int:
         raise ConnectionError("no broker")
 
-    monkeypatch.setattr(throughput, "produce_sync", produce)
+    monkeypatch.setattr(timing, "produce_sync", produce)
     with pytest.raises(RuntimeError, match="producing the backlog failed"):
-        throughput.produce_and_drain("b", {}, [1, 2], _FakePipeline(),  # type: ignore[arg-type]
+        timing.produce_and_drain("b", {}, [1, 2], _FakePipeline(),  # type: ignore[arg-type]
                                      0, timeout=5)
 
 
 def test_the_rate_is_read_once_the_backlog_is_produced_when_enough_is_left() -> None:
     samples = [(0.0, 100.0, 0.0), (1.0, 300.0, 0.0), (2.0, 500.0, 0.0), (3.0, 1000.0, 0.0)]
     # produced at 1.5 s: 500 of 1000 handled by the next sample, 50 % left -> from there
-    assert throughput.start_mark(samples, 1.5, 0, 1000) == 500
+    assert timing.start_mark(samples, 1.5, 0, 1000) == 500
     assert rate_between(samples, 500, 950) == 500.0
     # produced at 2.5 s: nothing sampled with >= 35 % left afterwards -> the 5 % mark
-    assert throughput.start_mark(samples, 2.5, 0, 1000) == 50
+    assert timing.start_mark(samples, 2.5, 0, 1000) == 50
     # produced before the first sample: the 5 % mark is later than that sample
-    assert throughput.start_mark([(1.0, 10.0, 0.0), *samples[1:]], 0.5, 0, 1000) == 50
+    assert timing.start_mark([(1.0, 10.0, 0.0), *samples[1:]], 0.5, 0, 1000) == 50
