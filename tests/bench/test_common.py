@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import _common, timing
-from bench.latency import marker_latencies, marker_step, separable
+from bench import _common, harness, profiler, runs, timing, worker_pipeline
+from bench.markers import marker_latencies, marker_step, separable
 from bench.profiler import top_frames
 from bench.timing import cpu_per_event, rate_between
+from stream_app.settings import Settings
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
@@ -126,3 +127,30 @@ def test_the_rate_is_read_once_the_backlog_is_produced_when_enough_is_left() -> 
     assert timing.start_mark(samples, 2.5, 0, 1000) == 50
     # produced before the first sample: the 5 % mark is later than that sample
     assert timing.start_mark([(1.0, 10.0, 0.0), *samples[1:]], 0.5, 0, 1000) == 50
+
+
+def test_profile_report_prints_and_returns_markdown(capsys: pytest.CaptureFixture[str]) -> None:
+    own = [("dumps (json/__init__.py)", 75.0)]
+    incl = [("handle (stream_app/worker.py)", 75.0)]
+    md = profiler.report((own, incl, 4), "w1", 100, m=400)
+    out = capsys.readouterr().out
+    assert "py-spy on w1 (4 samples at 100 Hz)" in out and "dumps (json/__init__.py)" in out
+    assert "**Profile** (py-spy record --nonblocking at 100 Hz on w1 while it drains a " \
+        "further 200 events; 4 samples)" in md
+    assert "| handle (stream_app/worker.py) | 75 |" in md
+
+
+def test_worker_settings_text_reads_the_defaults_from_settings() -> None:
+    text = worker_pipeline.settings_text()
+    fields = Settings.model_fields
+    assert text.startswith("4 input partitions, domain K = 16, pairs distribution_presence, "
+                           "rule exact, one group")
+    assert f"batch_max_events {fields['batch_max_events'].default}," in text
+    assert text.endswith(f"{fields['event_loop'].default})")
+
+
+def test_every_pipeline_gets_its_topics_and_the_worker_settings() -> None:
+    topics = harness.topic_names("t1", "-w1")
+    assert topics["reports"] == "reports-t1" and topics["releases"] == "releases-t1-w1"
+    assert [r.name for r in runs.all_runs()] == list(runs.RUN_NAMES)
+    assert runs.all_runs()[-1].cmd == worker_pipeline.WORKER_CMD
