@@ -7,8 +7,8 @@ Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped li
   (``take_events`` batches, per-batch dict, each touched user's state decoded from and written
   to the table's store once per batch, one changelog record per touched user via
   ``app.producer.send``);
-- both on the worker's Faust app (stream_app/faust_app.py ``new_app``: its consumer, drain loop,
-  transport and flow control), and as ``stock-bare`` / ``stock-recipe`` on stock Faust:
+- both on the worker's Faust app (stream_app/faust_adapter/app.py ``new_app``: its consumer,
+  drain loop, transport and flow control), and as ``stock-bare`` / ``stock-recipe`` on stock Faust:
   ``MonitorlessApp``, i.e. faust.App with Faust's own consumer, ``_drain_messages``, transport
   and flow control. Both kinds share the rest: the worker's Faust settings (``app_options``),
   worker class (no spinner), event loop, logging, no Monitor sensor, frozen start-up heap and
@@ -36,7 +36,7 @@ def command(kind: str) -> tuple[str, ...]:
 
 
 def build_app(kind: str, s: Any) -> Any:
-    from stream_app.faust_app import MonitorlessApp, app_options, new_app
+    from stream_app.faust_adapter.app import MonitorlessApp, app_options, new_app
 
     options = dict(broker=s.broker, store="memory://", web_enabled=False, **app_options(s))
     app_id = f"{s.app_id}-{kind}"
@@ -59,9 +59,9 @@ def run(kind: str) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
-    from stream_app.runner import new_event_loop, worker_class
+    from stream_app.faust_adapter.runner import new_event_loop, worker_class
+    from stream_app.faust_adapter.worker import freeze_startup_heap
     from stream_app.settings import Settings
-    from stream_app.worker import freeze_startup_heap
 
     s = Settings()
     registry = CollectorRegistry()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import REPO
-from stream_app.local.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker, free_port
 from stream_app.metrics import Samples, local_url, scrape, totals
 
 PARTITIONS = 4

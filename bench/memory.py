@@ -1,10 +1,10 @@
 """Memory per user at K = 16 in the worker's state: RSS delta / N in a fresh subprocess.
 
-Per user the worker keeps (stream_app.worker): the users-table value ``UserState.to_bytes()``
-(the state's JSON text as one bytes object, report ids as 64-bit digests in one base64 string)
-keyed by user_id in the table's store, and nothing else: its ``PartitionAggregate`` holds the
-partition's sum and one share-sum vector per group (O(G K), whatever N), since theta is no longer
-calibrated per user. Stores measured:
+Per user the worker keeps (stream_app.faust_adapter.worker): the users-table value
+``UserState.to_bytes()`` (the state's JSON text as one bytes object, report ids as 64-bit
+digests in one base64 string) keyed by user_id in the table's store, and nothing else: its
+``PartitionAggregate`` holds the partition's sum and one share-sum vector per group (O(G K),
+whatever N), since theta is no longer calibrated per user. Stores measured:
 - ``memory``: Faust's in-memory store keeps the Python object itself (faust/stores/memory.py:
   ``self.data[key] = value``), so a plain dict holding the same bytes is what it holds;
 - ``rocksdb``: Faust's RocksDB store (rocksdict driver, Faust's default options, one DB as for
@@ -48,7 +48,7 @@ def dir_bytes(path: Path) -> int:
 
 def child(store: str, n: int, reports: int) -> dict[str, float]:
     """Runs in the fresh subprocess: build N users, return the RSS delta and sizes."""
-    from stream_app.state import PartitionAggregate, UserState, report_digest
+    from stream_app.domain.state import PartitionAggregate, UserState, report_digest
 
     db, tmp = None, None
     if store == "rocksdb":

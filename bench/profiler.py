@@ -17,10 +17,10 @@ from bench import _common
 from bench.harness import Group
 from bench.timing import drain
 from bench.workload import Workload, produce_sync
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 
 # The worker's entry point wraps every sample of the main thread: it says nothing.
-ENTRY_FRAMES = re.compile(r"\(stream_app/(__main__|cli|runner)\.py\)$")
+ENTRY_FRAMES = re.compile(r"\(stream_app/(__main__|cli|faust_adapter/runner)\.py\)$")
 FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 Frames = list[tuple[str, float]]

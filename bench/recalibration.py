@@ -4,9 +4,9 @@ theta no longer depends on who joined or what anyone reported: it is computed fr
 group laws only (``core.plan.release_plan``: the max over every configured group and pair of
 the ``core.policy.calibrate`` table), once at start-up and once per learning round. Part 1
 times that call against the number of configured groups G and the domain size K, per stream
-rule; part 2 times the per-event path that remains (``stream_app.ingest.Ingest.handle_batch``:
-parse, validate, deduplicate, update the user's state and its partition's sums), which must not
-grow with the number of users N.
+rule; part 2 times the per-event path that remains
+(``stream_app.domain.ingest.Ingest.handle_batch``: parse, validate, deduplicate, update the
+user's state and its partition's sums), which must not grow with the number of users N.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ from bench import _common
 from core.distribution import Distribution
 from core.plan import release_plan
 from core.policy import STREAM_RULES, PairKind, Rule
-from stream_app.ingest import Ingest, MemoryStore, Record
+from stream_app.domain.ingest import Ingest, MemoryStore, Record
+from stream_app.domain.state import EventRules, UserState
+from stream_app.kafka.partitioning import partition_for
 from stream_app.metrics import Metrics
-from stream_app.partitioning import partition_for
 from stream_app.settings import Settings
-from stream_app.state import EventRules, UserState
 
 NAME = "recalibration"
 EPS = 0.5
 GRID_LOG2 = -10
 PARTITIONS = 4
-BATCH = 1000  # the worker's BATCH_MAX_EVENTS (stream_app.worker)
+BATCH = 1000  # the worker's BATCH_MAX_EVENTS (stream_app.faust_adapter.worker)
 GROUP = "default"
 
 
@@ -75,7 +75,7 @@ def time_plan(
 
 # --- part 2: the per-event ingest path -------------------------------------------------------
 def partition_of(user_id: str) -> int:
-    """The partitioning contract (stream_app.partitioning): murmur2(user_id) mod N."""
+    """The partitioning contract (stream_app.kafka.partitioning): murmur2(user_id) mod N."""
     return partition_for(user_id.encode(), PARTITIONS)
 
 
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.cell_seconds:g} s (see *calls*). The worker makes this call at start-up and "
         "after each learning round (metric `pufferfish_recalibration_seconds`), never per "
         "event.\n\n"
-        "**Part 2: the per-event path.** `stream_app.ingest.Ingest.handle_batch` on batches "
+        "**Part 2: the per-event path.** `stream_app.domain.ingest.Ingest.handle_batch` on batches "
         f"of {BATCH} records (the worker's batch bound) with an in-memory store that keeps "
         "`UserState.to_bytes()` per user and decodes it on every read (as the worker's "
         "memory table does; Faust itself and the broker are not included: see the throughput "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import DOMAIN, PARTITIONS, Worker, start_pipeline
-from stream_app.local.broker import EmbeddedBroker
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.settings import Settings
 
 WORKER_CMD = ("-m", "stream_app", "run")

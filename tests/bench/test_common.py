@@ -50,9 +50,9 @@ def test_rate_between_uses_the_crossing_samples() -> None:
 
 def test_top_frames_own_and_inclusive() -> None:
     collapsed = (
-        "main (stream_app/runner.py:10);handle (stream_app/worker.py:5);"
+        "main (stream_app/faust_adapter/runner.py:10);handle (stream_app/worker.py:5);"
         "dumps (json/__init__.py:1) 3\n"
-        "main (stream_app/runner.py:10);select (selectors.py:4) 1\n"
+        "main (stream_app/faust_adapter/runner.py:10);select (selectors.py:4) 1\n"
     )
     own, incl, total = top_frames(collapsed)
     assert total == 4
