@@ -59,8 +59,8 @@ def run(kind: str) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
+    from stream_app.faust_adapter.heap import freeze_startup_heap
     from stream_app.faust_adapter.runner import new_event_loop, worker_class
-    from stream_app.faust_adapter.worker import freeze_startup_heap
     from stream_app.settings import Settings
 
     s = Settings()

@@ -48,7 +48,9 @@ def dir_bytes(path: Path) -> int:
 
 def child(store: str, n: int, reports: int) -> dict[str, float]:
     """Runs in the fresh subprocess: build N users, return the RSS delta and sizes."""
-    from stream_app.domain.state import PartitionAggregate, UserState, report_digest
+    from stream_app.domain.aggregate import PartitionAggregate
+    from stream_app.domain.digests import report_digest
+    from stream_app.domain.state import UserState
 
     db, tmp = None, None
     if store == "rocksdb":
