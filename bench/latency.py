@@ -54,7 +54,8 @@ from bench.markers import (
 from bench.timing import drain, rate_between
 from bench.worker_pipeline import start_worker
 from bench.workload import Workload, produce_sync
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 
 NAME = "latency"
 EPS = 1e6  # noise of a few units: the noisy sum shows which marker value it holds

@@ -21,7 +21,8 @@ from bench.harness import (
 from bench.profiler import Hook
 from bench.timing import Sample, cpu_per_event, produce_and_drain, rate_between, start_mark
 from bench.workload import Workload, produce_sync
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 
 
 def _mean(values: Sequence[float]) -> float:

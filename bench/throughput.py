@@ -58,7 +58,8 @@ from bench.harness import PARTITIONS, loadavg
 from bench.profiler import Hook, Profile, profile_worker
 from bench.raw_loop import raw_pass
 from bench.runs import RUN_NAMES, Run, all_runs, run_pipeline
-from stream_app.demo.broker import EmbeddedBroker, create_topics
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 
 NAME = "throughput"
 
