@@ -13,7 +13,7 @@ BENCHMARKS: dict[str, str] = {
     "utility": "4. noise sd of each rule vs plain DP, paper example and UCI data sets",
     "latency": "5. report -> first release including it, light and saturating load",
     "core_rules": "per-call cost of each core calibration rule (K = 4..256)",
-    "robust": "6. robust theta / plain theta of learned laws vs group size (issue 15)",
+    "robust": "6. robust theta / plain theta of learned laws vs group size",
     "composition": "7. pointwise charge vs exact loss of T releases (persistent, i.i.d.)",
 }
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
+REPO = Path(__file__).resolve().parents[1]  # the project root: PYTHONPATH of subprocesses
+RESULTS_PATH = REPO / "bench" / "RESULTS.md"
 RESULTS_TITLE = "# Benchmark results\n\nRegenerate a section with the command shown in it.\n"
 
 Row = Sequence[object]

@@ -1,4 +1,4 @@
-"""Composition: the stream's pointwise charge vs the exact loss of T releases (issue 13).
+"""Composition: the stream's pointwise charge vs the exact loss of T releases.
 
 For every secret pair of bench/utility.py (the paper's 4-user example and the UCI laws, same
 cases) at eps in {1, 0.5}, with theta = the exact rule's theta (``core.policy.calibrate``):

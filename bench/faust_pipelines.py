@@ -7,8 +7,8 @@ Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped li
   (``take_events`` batches, per-batch dict, each touched user's state decoded from and written
   to the table's store once per batch, one changelog record per touched user via
   ``app.producer.send``);
-- both on the worker's Faust app (stream_app/faust_app.py ``new_app``: its consumer, drain loop,
-  transport and flow control), and as ``stock-bare`` / ``stock-recipe`` on stock Faust:
+- both on the worker's Faust app (stream_app/faust_adapter/app.py ``new_app``: its consumer,
+  drain loop, transport and flow control), and as ``stock-bare`` / ``stock-recipe`` on stock Faust:
   ``MonitorlessApp``, i.e. faust.App with Faust's own consumer, ``_drain_messages``, transport
   and flow control. Both kinds share the rest: the worker's Faust settings (``app_options``),
   worker class (no spinner), event loop, logging, no Monitor sensor, frozen start-up heap and
@@ -20,7 +20,6 @@ Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped li
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import sys
 from typing import Any
@@ -37,7 +36,7 @@ def command(kind: str) -> tuple[str, ...]:
 
 
 def build_app(kind: str, s: Any) -> Any:
-    from stream_app.faust_app import MonitorlessApp, app_options, new_app
+    from stream_app.faust_adapter.app import MonitorlessApp, app_options, new_app
 
     options = dict(broker=s.broker, store="memory://", web_enabled=False, **app_options(s))
     app_id = f"{s.app_id}-{kind}"
@@ -60,7 +59,8 @@ def run(kind: str) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client import Counter as PromCounter
 
-    from stream_app.runner import new_event_loop, worker_class
+    from stream_app.faust_adapter.heap import freeze_startup_heap
+    from stream_app.faust_adapter.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
 
     s = Settings()
@@ -108,11 +108,9 @@ def run(kind: str) -> int:
 
     app.agent(inputs, name=kind.removeprefix(STOCK_PREFIX))(
         recipe if kind.endswith("recipe") else bare)
-    # as the worker does once its app is built (stream_app.worker.freeze_startup_heap; written
-    # out here so that these processes import no more than they need)
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # stream_app.worker.GC_YOUNG_THRESHOLD
+    # as the worker does once its app is built: the start-up heap frozen, the young
+    # generation's threshold the worker's (GC_YOUNG_THRESHOLD)
+    freeze_startup_heap()
     loop = new_event_loop(s)
     asyncio.set_event_loop(loop)
     worker = worker_class()(app, loglevel="WARNING", quiet=True, loop=loop,

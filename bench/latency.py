@@ -33,55 +33,33 @@ latency.
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import shutil
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
-
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench import _common
-from bench.throughput import (
-    DOMAIN,
-    PARTITIONS,
-    Worker,
-    Workload,
-    drain,
-    produce_sync,
-    rate_between,
-    start_worker,
-    topic_names,
-    wait_for,
+from bench.harness import DOMAIN, PARTITIONS, Worker, topic_names, wait_for
+from bench.markers import (
+    MARKER,
+    MARKER_EVERY,
+    marker_latencies,
+    marker_step,
+    offer,
+    read_releases,
+    separable,
 )
-from stream_app.local.broker import EmbeddedBroker, create_topics
+from bench.timing import drain, rate_between
+from bench.worker_pipeline import start_worker
+from bench.workload import Workload, produce_sync
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
 
 NAME = "latency"
 EPS = 1e6  # noise of a few units: the noisy sum shows which marker value it holds
 PAIRS = ("distribution_presence",)
-MARKER = "marker-user"
-MARKER_EVERY = 0.5
-TAIL = 1e-9  # the Laplace bound is exceeded with this probability
-
-
-def laplace_bound(theta: float) -> float:
-    """|noise| exceeds this with probability < TAIL (Laplace(theta): P(|X| > t) = e^{-t/theta});
-    one grid step more for the discrete grid."""
-    return theta * math.log(1 / TAIL) + 2.0**-10
-
-
-def marker_step(users: int) -> float:
-    """The marker's value step S: a power of two above 4 (every background user at max + 1)."""
-    return float(2 ** math.ceil(math.log2(4 * (max(DOMAIN) * users + 1))))
-
-
-def separable(step: float, background_max: float, theta: float) -> bool:
-    """v_{j-1} + background + noise stays below v_j - bound (so inclusion is exact)."""
-    return background_max + 2 * laplace_bound(theta) < step
 
 
 class LagSampler(threading.Thread):
@@ -118,87 +96,6 @@ class LagSampler(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join(timeout=5)
-
-
-async def offer(
-    bootstrap: str, topics: dict[str, str], work: Workload, rate: float, seconds: float,
-    markers: list[float],
-) -> tuple[int, list[float]]:
-    """Background events at ``rate``/s for ``seconds`` plus one marker every MARKER_EVERY s.
-
-    Returns (background events sent, send time of each marker).
-    """
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
-    await producer.start()
-    sent, pending = 0, []
-    marker_times: list[float] = []
-    try:
-        start = time.perf_counter()
-        next_marker = start
-        while True:
-            now = time.perf_counter()
-            if now - start >= seconds:
-                break
-            due = int(rate * (now - start)) - sent
-            for t, k, v in work.backlog(due):
-                pending.append(await producer.send(topics[t], json.dumps(v).encode(),
-                                                   key=k.encode()))
-            sent += max(due, 0)
-            if now >= next_marker and len(marker_times) < len(markers):
-                value = markers[len(marker_times)]
-                t_send = time.time()
-                doc = {"user_id": MARKER, "value": value, "report_id": f"m{value:g}",
-                       "ts": t_send}
-                await producer.send_and_wait(topics["reports"], json.dumps(doc).encode(),
-                                             key=MARKER.encode())
-                marker_times.append(t_send)
-                next_marker += MARKER_EVERY
-            if len(pending) > 1000:
-                await asyncio.gather(*pending)
-                pending.clear()
-            await asyncio.sleep(0.01)
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
-    return sent, marker_times
-
-
-async def read_releases(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
-    await consumer.start()
-    out = []
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < 1.0:
-            batch = await consumer.getmany(tp, timeout_ms=300)
-            for rec in batch.get(tp, []):
-                out.append(json.loads(rec.value))
-                quiet_since = time.monotonic()
-    finally:
-        await consumer.stop()
-    return out
-
-
-def marker_latencies(
-    releases: list[dict[str, Any]], values: list[float], sent: list[float], first: int
-) -> list[float]:
-    """Latency of markers first..first+len(sent)-1 (NaN if no release included one).
-
-    A release includes marker j when its noisy_sum >= values[j] - laplace_bound(theta):
-    ``values`` increase by more than the background's largest part plus twice the bound
-    (``separable``), so no release before marker j gets there.
-    """
-    out = []
-    for i, t_send in enumerate(sent):
-        floor = values[first + i]
-        hit = next((r["ts"] for r in releases if r["ts"] >= t_send
-                    and r["noisy_sum"] >= floor - laplace_bound(r["theta"])), None)
-        out.append(hit - t_send if hit is not None else float("nan"))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

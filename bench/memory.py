@@ -1,10 +1,10 @@
 """Memory per user at K = 16 in the worker's state: RSS delta / N in a fresh subprocess.
 
-Per user the worker keeps (stream_app.worker): the users-table value ``UserState.to_bytes()``
-(the state's JSON text as one bytes object, report ids as 64-bit digests in one base64 string)
-keyed by user_id in the table's store, and nothing else: its ``PartitionAggregate`` holds the
-partition's sum and one share-sum vector per group (O(G K), whatever N), since theta is no longer
-calibrated per user. Stores measured:
+Per user the worker keeps (stream_app.faust_adapter.worker): the users-table value
+``UserState.to_bytes()`` (the state's JSON text as one bytes object, report ids as 64-bit
+digests in one base64 string) keyed by user_id in the table's store, and nothing else: its
+``PartitionAggregate`` holds the partition's sum and one share-sum vector per group (O(G K),
+whatever N), since theta is no longer calibrated per user. Stores measured:
 - ``memory``: Faust's in-memory store keeps the Python object itself (faust/stores/memory.py:
   ``self.data[key] = value``), so a plain dict holding the same bytes is what it holds;
 - ``rocksdb``: Faust's RocksDB store (rocksdict driver, Faust's default options, one DB as for
@@ -35,7 +35,6 @@ from bench import _common
 NAME = "memory"
 K = 16
 KIB = 1024.0
-REPO = Path(__file__).resolve().parents[1]
 
 
 def rss_bytes() -> int:
@@ -49,7 +48,9 @@ def dir_bytes(path: Path) -> int:
 
 def child(store: str, n: int, reports: int) -> dict[str, float]:
     """Runs in the fresh subprocess: build N users, return the RSS delta and sizes."""
-    from stream_app.state import PartitionAggregate, UserState, report_digest
+    from stream_app.domain.aggregate import PartitionAggregate
+    from stream_app.domain.digests import report_digest
+    from stream_app.domain.state import UserState
 
     db, tmp = None, None
     if store == "rocksdb":
@@ -100,8 +101,9 @@ def child(store: str, n: int, reports: int) -> dict[str, float]:
 
 def measure(store: str, n: int, reports: int) -> dict[str, float]:
     cmd = [sys.executable, "-m", "bench.memory", "--child", store, str(n), str(reports)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
+    env = {**os.environ, "PYTHONPATH": str(_common.REPO)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=_common.REPO,
+                          timeout=240)
     if done.returncode != 0:
         raise RuntimeError(f"memory child {store} N={n} failed:\n{done.stderr[-2000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])

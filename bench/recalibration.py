@@ -4,9 +4,9 @@ theta no longer depends on who joined or what anyone reported: it is computed fr
 group laws only (``core.plan.release_plan``: the max over every configured group and pair of
 the ``core.policy.calibrate`` table), once at start-up and once per learning round. Part 1
 times that call against the number of configured groups G and the domain size K, per stream
-rule; part 2 times the per-event path that remains (``stream_app.ingest.Ingest.handle_batch``:
-parse, validate, deduplicate, update the user's state and its partition's sums), which must not
-grow with the number of users N.
+rule; part 2 times the per-event path that remains
+(``stream_app.domain.ingest.Ingest.handle_batch``: parse, validate, deduplicate, update the
+user's state and its partition's sums), which must not grow with the number of users N.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import gc
 import json
 import time
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -23,17 +24,20 @@ from bench import _common
 from core.distribution import Distribution
 from core.plan import release_plan
 from core.policy import STREAM_RULES, PairKind, Rule
-from stream_app.ingest import Ingest, MemoryStore, Record
+from stream_app.domain.batch import Record
+from stream_app.domain.ingest import Ingest
+from stream_app.domain.rules import EventRules
+from stream_app.domain.state import UserState
+from stream_app.faust_adapter.user_table import UserTable
+from stream_app.kafka.partitioning import partition_for
 from stream_app.metrics import Metrics
-from stream_app.partitioning import partition_for
 from stream_app.settings import Settings
-from stream_app.state import EventRules, UserState
 
 NAME = "recalibration"
 EPS = 0.5
 GRID_LOG2 = -10
 PARTITIONS = 4
-BATCH = 1000  # the worker's BATCH_MAX_EVENTS (stream_app.worker)
+BATCH = 1000  # the worker's BATCH_MAX_EVENTS (stream_app.faust_adapter.worker)
 GROUP = "default"
 
 
@@ -74,12 +78,23 @@ def time_plan(
 
 
 # --- part 2: the per-event ingest path -------------------------------------------------------
+class DictTable(UserTable):
+    """The worker's users table on a plain dict, as on the memory store (no partition database
+    to pick from the current event); the changelog writes it queues are dropped per batch."""
+
+    def __init__(self) -> None:
+        super().__init__(SimpleNamespace(data={}))
+
+    def _set_event(self, event: Any) -> None:
+        pass
+
+
 def partition_of(user_id: str) -> int:
-    """The partitioning contract (stream_app.partitioning): murmur2(user_id) mod N."""
+    """The partitioning contract (stream_app.kafka.partitioning): murmur2(user_id) mod N."""
     return partition_for(user_id.encode(), PARTITIONS)
 
 
-def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, MemoryStore, Settings]:
+def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, DictTable, Settings]:
     """N present users of the one configured group, each with a random histogram over K values
     (as after a table recovery), and their partition aggregates."""
     domain = tuple(float(v) for v in range(k))
@@ -88,13 +103,13 @@ def build_ingest(n: int, k: int, seed: int) -> tuple[Ingest, MemoryStore, Settin
     rules = EventRules(domain=domain, grid_log2=settings.grid_log2,
                        dedup_window=settings.dedup_window, auto_join=False,
                        known_groups=frozenset({GROUP}), default_group=GROUP)
-    store = MemoryStore()
+    store = DictTable()
     rng = np.random.default_rng(seed)
     unit = 2 ** -GRID_LOG2
     for i in range(n):
         uid = f"user-{i:07d}"
         counts = tuple(int(c) for c in rng.multinomial(2 * k, np.ones(k) / k))
-        store.users[uid] = UserState(
+        store.users.data[uid] = UserState(
             partition=partition_of(uid), present=True, group=GROUP,
             value_units=int(rng.integers(0, k)) * unit, value_ts=1.0, counts=counts,
         ).to_bytes()
@@ -132,13 +147,14 @@ def make_batches(
 def time_ingest(n: int, k: int, events: int, seed: int) -> tuple[list[float], int, int, float]:
     """Events/s of each batch through ``Ingest.handle_batch``; also the dead letters, the
     number of batches and the mean number of distinct users per batch."""
-    ingest, _store, settings = build_ingest(n, k, seed)
+    ingest, store, settings = build_ingest(n, k, seed)
     batches = make_batches(n, k, events, settings, seed + 1)
     rates, letters = [], 0
     for batch in batches:
         t0 = time.process_time()
         letters += len(ingest.handle_batch(batch))
         rates.append(len(batch) / max(time.process_time() - t0, 1e-9))
+        store.take_writes()
     distinct = [len({r.message.key for r in batch}) for batch in batches]
     return rates, letters, len(batches), sum(distinct) / len(distinct)
 
@@ -211,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.cell_seconds:g} s (see *calls*). The worker makes this call at start-up and "
         "after each learning round (metric `pufferfish_recalibration_seconds`), never per "
         "event.\n\n"
-        "**Part 2: the per-event path.** `stream_app.ingest.Ingest.handle_batch` on batches "
+        "**Part 2: the per-event path.** `stream_app.domain.ingest.Ingest.handle_batch` on batches "
         f"of {BATCH} records (the worker's batch bound) with an in-memory store that keeps "
         "`UserState.to_bytes()` per user and decodes it on every read (as the worker's "
         "memory table does; Faust itself and the broker are not included: see the throughput "

@@ -1,4 +1,4 @@
-"""Robust theta / plain theta: what honesty about a learned law costs, vs group size (issue 15).
+"""Robust theta / plain theta: what honesty about a learned law costs, vs group size.
 
 A learned group law is a DP estimate (core.learning.HistogramLearner: per-bin discrete Laplace
 of scale 2 / eps_learn users, prior floor alpha); the stream calibrates for every law within its

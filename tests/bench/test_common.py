@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import _common, throughput
-from bench.latency import marker_latencies, marker_step, separable
-from bench.throughput import cpu_per_event, rate_between, top_frames
+from bench import _common, harness, profiler, runs, timing, worker_pipeline
+from bench.markers import marker_latencies, marker_step, separable
+from bench.profiler import top_frames
+from bench.timing import cpu_per_event, rate_between
+from stream_app.settings import Settings
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
@@ -48,9 +50,9 @@ def test_rate_between_uses_the_crossing_samples() -> None:
 
 def test_top_frames_own_and_inclusive() -> None:
     collapsed = (
-        "main (stream_app/runner.py:10);handle (stream_app/worker.py:5);"
+        "main (stream_app/faust_adapter/runner.py:10);handle (stream_app/worker.py:5);"
         "dumps (json/__init__.py:1) 3\n"
-        "main (stream_app/runner.py:10);select (selectors.py:4) 1\n"
+        "main (stream_app/faust_adapter/runner.py:10);select (selectors.py:4) 1\n"
     )
     own, incl, total = top_frames(collapsed)
     assert total == 4
@@ -86,15 +88,15 @@ def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyP
             pipe.count += len(events) / 10
         return len(events)
 
-    monkeypatch.setattr(throughput, "produce_sync", produce)
+    monkeypatch.setattr(timing, "produce_sync", produce)
     broker_seconds = iter(range(0, 10**6, 5))  # 5 ms of broker CPU per sample
-    samples, produced_at = throughput.produce_and_drain(
+    samples, produced_at = timing.produce_and_drain(
         "b", {}, list(range(1000)), pipe, 0, timeout=10,  # type: ignore[arg-type]
         broker_cpu=lambda: next(broker_seconds) / 1000)
     assert len(samples) >= 3 and samples[0][1] < 950
     assert samples[0][0] < produced_at
     # all was handled while it was produced: read from the 5 % mark
-    assert throughput.start_mark(samples, produced_at, 0, 1000) == 50
+    assert timing.start_mark(samples, produced_at, 0, 1000) == 50
     rate = rate_between(samples, 50, 950)
     assert 500 < rate < 2000  # 1000 records in ~1 s, sampled every 0.25 s
     assert cpu_per_event(samples, 50, 950) == pytest.approx(10.0)
@@ -110,18 +112,45 @@ def test_a_failed_producer_stops_the_sampling(monkeypatch: pytest.MonkeyPatch) -
     def produce(bootstrap: str, topics: dict[str, str], events: list[int]) -> int:
         raise ConnectionError("no broker")
 
-    monkeypatch.setattr(throughput, "produce_sync", produce)
+    monkeypatch.setattr(timing, "produce_sync", produce)
     with pytest.raises(RuntimeError, match="producing the backlog failed"):
-        throughput.produce_and_drain("b", {}, [1, 2], _FakePipeline(),  # type: ignore[arg-type]
+        timing.produce_and_drain("b", {}, [1, 2], _FakePipeline(),  # type: ignore[arg-type]
                                      0, timeout=5)
 
 
 def test_the_rate_is_read_once_the_backlog_is_produced_when_enough_is_left() -> None:
     samples = [(0.0, 100.0, 0.0), (1.0, 300.0, 0.0), (2.0, 500.0, 0.0), (3.0, 1000.0, 0.0)]
     # produced at 1.5 s: 500 of 1000 handled by the next sample, 50 % left -> from there
-    assert throughput.start_mark(samples, 1.5, 0, 1000) == 500
+    assert timing.start_mark(samples, 1.5, 0, 1000) == 500
     assert rate_between(samples, 500, 950) == 500.0
     # produced at 2.5 s: nothing sampled with >= 35 % left afterwards -> the 5 % mark
-    assert throughput.start_mark(samples, 2.5, 0, 1000) == 50
+    assert timing.start_mark(samples, 2.5, 0, 1000) == 50
     # produced before the first sample: the 5 % mark is later than that sample
-    assert throughput.start_mark([(1.0, 10.0, 0.0), *samples[1:]], 0.5, 0, 1000) == 50
+    assert timing.start_mark([(1.0, 10.0, 0.0), *samples[1:]], 0.5, 0, 1000) == 50
+
+
+def test_profile_report_prints_and_returns_markdown(capsys: pytest.CaptureFixture[str]) -> None:
+    own = [("dumps (json/__init__.py)", 75.0)]
+    incl = [("handle (stream_app/worker.py)", 75.0)]
+    md = profiler.report((own, incl, 4), "w1", 100, m=400)
+    out = capsys.readouterr().out
+    assert "py-spy on w1 (4 samples at 100 Hz)" in out and "dumps (json/__init__.py)" in out
+    assert "**Profile** (py-spy record --nonblocking at 100 Hz on w1 while it drains a " \
+        "further 200 events; 4 samples)" in md
+    assert "| handle (stream_app/worker.py) | 75 |" in md
+
+
+def test_worker_settings_text_reads_the_defaults_from_settings() -> None:
+    text = worker_pipeline.settings_text()
+    fields = Settings.model_fields
+    assert text.startswith("4 input partitions, domain K = 16, pairs distribution_presence, "
+                           "rule exact, one group")
+    assert f"batch_max_events {fields['batch_max_events'].default}," in text
+    assert text.endswith(f"{fields['event_loop'].default})")
+
+
+def test_every_pipeline_gets_its_topics_and_the_worker_settings() -> None:
+    topics = harness.topic_names("t1", "-w1")
+    assert topics["reports"] == "reports-t1" and topics["releases"] == "releases-t1-w1"
+    assert [r.name for r in runs.all_runs()] == list(runs.RUN_NAMES)
+    assert runs.all_runs()[-1].cmd == worker_pipeline.WORKER_CMD

@@ -7,10 +7,10 @@ import faust
 import pytest
 from faust.transport.drivers.aiokafka import Consumer as FaustAIOKafkaConsumer
 from mode.utils.queues import FlowControlEvent
-from stream_app.faust_consumer import PufferfishConsumer
-from stream_app.faust_flow import RefetchingFlowControl
 
 from bench import faust_pipelines
+from stream_app.faust_adapter.consumer import PufferfishConsumer
+from stream_app.faust_adapter.flow import RefetchingFlowControl
 from stream_app.settings import Settings
 
 
