@@ -26,6 +26,3 @@ def freeze_startup_heap() -> None:
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
-
-GC_YOUNG_THRESHOLD = 10_000
-_HEAP_FROZEN = False
