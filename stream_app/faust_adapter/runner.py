@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Sequence
 
 from core.errors import PufferfishInputError
@@ -54,10 +55,11 @@ def worker_class() -> type:
     return QuietWorker
 
 
-def run_worker(settings: Settings) -> int:
+def run_worker(settings: Settings, broker_timeout: float = 30.0,
+               started: float | None = None) -> int:
     """Run one worker until SIGTERM/SIGINT (blocking). Returns the exit status: 0, or
     EXIT_WRITE_NOT_ACKNOWLEDGED when it stopped on a write the broker did not acknowledge."""
-    from stream_app.faust_adapter.worker import PufferfishApp
+    from stream_app.domain.priors import checked_start
     from stream_app.metrics import Metrics
 
     log_safety.install()
@@ -66,9 +68,16 @@ def run_worker(settings: Settings) -> int:
     )
     loop = new_event_loop(settings)
     asyncio.set_event_loop(loop)
+    start = checked_start(settings)  # bad priors or pairs fail here, before any I/O
+    # the broker's wait counts from ``started`` (the command's start): --timeout bounds the whole
+    # start-up; before Faust is loaded
+    left = broker_timeout - (time.monotonic() - started) if started is not None \
+        else broker_timeout
+    loop.run_until_complete(ensure_topics(settings, max(left, 0.1), shown=broker_timeout))
+    from stream_app.faust_adapter.worker import PufferfishApp
+
     metrics = Metrics.create()
-    worker_app = PufferfishApp(settings, metrics)  # checks priors and calibration first
-    loop.run_until_complete(ensure_topics(settings))
+    worker_app = PufferfishApp(settings, metrics, start)
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_host, settings.metrics_port)
     worker = worker_class()(
@@ -91,16 +100,22 @@ def _error(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()
     parser = argparse.ArgumentParser(
         prog="pufferfish run",
         description="Run a pufferfish-stream worker (settings: PUFFERFISH_* env vars, JSON file).",
     )
     parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
     parser.add_argument("--broker", help="broker URL, e.g. kafka://localhost:9092")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="seconds to wait for the broker at start before giving up "
+                        "(default 30)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
-        return run_worker(settings)
+        if not args.timeout > 0:
+            raise PufferfishInputError("--timeout", "must be a positive number of seconds")
+        return run_worker(settings, args.timeout, started)
     except (PufferfishInputError, TopicSetupError) as exc:
         return _error(str(exc))
     except KeyboardInterrupt:

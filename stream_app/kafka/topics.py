@@ -8,8 +8,10 @@ The releases and priors topics are journals: infinite retention, never compacted
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -92,18 +94,37 @@ async def create_topics(
             pass
 
 
-async def ensure_topics(settings: Settings, timeout: float = 30.0) -> None:
-    """Create every topic of the worker, retrying while the broker is not reachable yet."""
+async def ensure_topics(settings: Settings, timeout: float = 30.0,
+                        shown: float | None = None) -> None:
+    """Create every topic of the worker, retrying while the broker is not reachable yet, at
+    most ``timeout`` seconds (each attempt is bounded by what is left; ``shown``: the bound the
+error names, when the caller's started earlier). aiokafka's log line per
+    refused connection is withheld meanwhile: the one error is ours."""
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            await create_topics(aiokafka_kwargs(settings), wanted_topics(settings),
-                                journal_topics(settings))
-            return
-        except TopicSetupError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - broker not reachable yet: retry
-            last = exc
-        await asyncio.sleep(0.5)
-    raise TopicSetupError(f"broker {settings.broker} not reachable in {timeout:g} s ({last!r})")
+    last: BaseException | None = None
+    with quiet_connection_errors():
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(create_topics(
+                    aiokafka_kwargs(settings), wanted_topics(settings), journal_topics(settings)),
+                    left)
+                return
+            except TopicSetupError:
+                raise
+            except (TimeoutError, Exception) as exc:  # noqa: BLE001 - not up yet: retry
+                last = exc
+            await asyncio.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
+    why = f" ({type(last).__name__})" if last is not None else ""
+    raise TopicSetupError(f"broker: {settings.broker} not reachable in {shown or timeout:g} s{why}")
+
+
+@contextlib.contextmanager
+def quiet_connection_errors() -> Iterator[None]:
+    """aiokafka logs every refused connection at ERROR: withheld while this runs."""
+    logger = logging.getLogger("aiokafka")
+    before = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,19 @@ def test_secret_not_in_error_output(tmp_path: Path) -> None:
     proc = run_cli(env)
     assert proc.returncode == 2 and "sasl_username" in proc.stderr
     assert "s3cr3t-pw" not in proc.stderr + proc.stdout
+
+
+def test_an_unreachable_broker_is_one_line_within_the_timeout() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env.update({"PUFFERFISH_METRICS_PORT": "off"})
+    closed = free_port()  # asked of the OS and released: nothing listens there
+    started = time.monotonic()
+    proc = run_cli(env, "--broker", f"kafka://127.0.0.1:{closed}", "--timeout", "5")
+    took = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"pufferfish: error: broker: kafka://127.0.0.1:{closed} not "
+                           "reachable in 5 s (KafkaConnectionError)\n"), proc.stderr
+    assert proc.stdout == "" and took < 10, took
 
 
 @pytest.mark.integration
