@@ -6,11 +6,22 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from stream_app import __version__
 from stream_app.domain.rejection import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS
 
 # (sample name, sorted label pairs) -> value
@@ -33,13 +44,14 @@ METRIC_NAMES = (
     "pufferfish_broker_errors_total",
     "pufferfish_learning_rounds_total",
     "pufferfish_priors_seq",
-    "pufferfish_budget_window_seconds_remaining",
+    "pufferfish_budget_window_remaining_seconds",
     "pufferfish_release_charge",
     "pufferfish_releases_refused_total",
     "pufferfish_events_ignored_total",
     "pufferfish_reports_held",
     "pufferfish_reports_held_limit",
     "pufferfish_consumer_seeks_total",
+    "pufferfish_build_info",
 )
 
 
@@ -86,15 +98,19 @@ class Metrics:
     broker_errors: Counter
     learning_rounds: Counter
     priors_seq: Gauge
-    budget_window_seconds_remaining: Gauge
+    budget_window_remaining_seconds: Gauge  # registered by show_window: absent without windows
     release_charge: Gauge
     releases_refused: Counter
     events_ignored: Counter
     reports_held: Gauge
     reports_held_limit: Gauge
+    window_shown: bool = False
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
+        """The worker's metrics, with the standard process, platform and GC collectors. No
+        ``_created`` series: a counter's creation time says nothing an operator needs."""
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         reg = registry if registry is not None else CollectorRegistry()
         m = cls(
             registry=reg,
@@ -140,10 +156,9 @@ class Metrics:
                 "pufferfish_priors_seq", "Learning round whose laws calibrate theta (0: settings)",
                 registry=reg,
             ),
-            budget_window_seconds_remaining=Gauge(
-                "pufferfish_budget_window_seconds_remaining",
-                "Seconds until the privacy window renews the budget (0 without windows)",
-                registry=reg,
+            budget_window_remaining_seconds=Gauge(
+                "pufferfish_budget_window_remaining_seconds",
+                "Seconds until the privacy window renews the budget", registry=None,
             ),
             release_charge=Gauge(
                 "pufferfish_release_charge",
@@ -183,7 +198,18 @@ class Metrics:
             m.events_rejected.labels(reason=reason)
         for reason in REFUSE_REASONS:
             m.releases_refused.labels(reason=reason)
+        Gauge("pufferfish_build_info", "The worker's version (value 1)", ["version"],
+              registry=reg).labels(version=__version__).set(1)
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
         return m
+
+    def show_window(self) -> None:
+        """Export the window gauge (privacy windows are on)."""
+        if not self.window_shown:
+            self.registry.register(self.budget_window_remaining_seconds)
+            self.window_shown = True
 
     def serve(self, host: str = "127.0.0.1", port: int = 9102) -> None:
         """Expose /metrics. Loopback unless the operator binds elsewhere explicitly."""

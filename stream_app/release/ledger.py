@@ -35,6 +35,8 @@ class Ledger:
         self.last_priors_seq = 0
         self.exhausted = False
         self.window: int | None = None  # the privacy window of the accountant
+        if settings.budget_window_seconds is not None:
+            metrics.show_window()
         # the books before the latest charge, until its intent is written (undone if it is not)
         self._before: tuple[Accountant, int, int] | None = None
 
@@ -49,7 +51,7 @@ class Ledger:
         size = self.settings.budget_window_seconds
         if window is None or size is None:
             return
-        self.metrics.budget_window_seconds_remaining.set((window + 1) * size - now)
+        self.metrics.budget_window_remaining_seconds.set((window + 1) * size - now)
         if self.window is not None and window <= self.window:
             return
         self.window, self.accountant = window, Accountant(self.settings.budget_total)

@@ -62,7 +62,11 @@ def load_yaml_documents(path: Path) -> list[Any]:
 def metric_types() -> dict[str, str]:
     """Exported name (as in METRIC_NAMES) -> Prometheus type, read from a fresh Metrics registry."""
     types: dict[str, str] = {}
-    for family in Metrics.create().registry.collect():
+    metrics = Metrics.create()
+    metrics.show_window()  # exported only with privacy windows
+    for family in metrics.registry.collect():
+        if not family.name.startswith("pufferfish_"):
+            continue  # the standard process, platform and GC collectors
         name = family.name + "_total" if family.type == "counter" else family.name
         types[name] = family.type
     return types

@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import stream_app
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.metrics import Samples, local_url, scrape
 from tests.deploy.support import (
@@ -250,3 +252,16 @@ def test_prometheus_sees_what_the_worker_exports(
         60, worker,
     )
     assert alerts[0]["state"] == "firing"
+
+    # The page itself passes Prometheus' own linter, with the standard collectors, the build
+    # info and no _created series
+    page = _get(local_url(worker.metrics_port)).decode()
+    lint = subprocess.run([shutil.which("promtool") or "promtool", "check", "metrics"],
+                          input=page, capture_output=True, text=True, timeout=60)
+    assert lint.returncode == 0 and lint.stdout == lint.stderr == "", lint.stdout + lint.stderr
+    assert "_created" not in page
+    names = {line.split("{")[0].split(" ")[0] for line in page.splitlines()
+             if line and not line.startswith("#")}
+    assert {"process_resident_memory_bytes", "python_info", "python_gc_collections_total"} \
+        <= names
+    assert f'pufferfish_build_info{{version="{stream_app.__version__}"}} 1.0' in page

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
 from stream_app.metrics import Metrics
 from stream_app.release.ledger import Ledger
 from stream_app.settings import Settings
@@ -35,7 +37,9 @@ def test_a_new_window_renews_the_budget_and_an_earlier_one_never_reopens(tmp_pat
 def test_the_seconds_left_in_the_window_are_exported(tmp_path: Path) -> None:
     ledger = _ledger(tmp_path)
     ledger.roll(105.5)
-    assert ledger.metrics.budget_window_seconds_remaining._value.get() == 14.5
+    assert ledger.metrics.budget_window_remaining_seconds._value.get() == 14.5
+    page = generate_latest(ledger.metrics.registry).decode()
+    assert "pufferfish_budget_window_remaining_seconds 14.5" in page.splitlines()
 
 
 def test_without_windows_nothing_renews(tmp_path: Path) -> None:
@@ -43,3 +47,5 @@ def test_without_windows_nothing_renews(tmp_path: Path) -> None:
     ledger.charge_release(2.0)
     ledger.roll(10**9)
     assert ledger.window is None and ledger.accountant.spent == 2.0
+    # no window, no gauge: a 0 would read as "renews now"
+    assert "pufferfish_budget_window" not in generate_latest(ledger.metrics.registry).decode()
