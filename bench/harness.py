@@ -22,7 +22,7 @@ from typing import Any
 
 from bench._common import REPO
 from stream_app.demo.broker import EmbeddedBroker, free_port
-from stream_app.metrics import Samples, local_url, scrape, totals
+from stream_app.metrics_page import Samples, local_url, scrape, totals
 
 PARTITIONS = 4
 DOMAIN = tuple(float(v) for v in range(16))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -18,14 +17,10 @@ from prometheus_client import (
     start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from stream_app import __version__
 from stream_app.domain.rejection import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS
-
-# (sample name, sorted label pairs) -> value
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 # a release drawn and charged but not published (its seq burned): the noisy sum is beyond what
 # the JSON float noisy_sum holds exactly (|noisy units| > 2**53)
@@ -214,45 +209,3 @@ class Metrics:
     def serve(self, host: str = "127.0.0.1", port: int = 9102) -> None:
         """Expose /metrics. Loopback unless the operator binds elsewhere explicitly."""
         start_http_server(port, addr=host, registry=self.registry)
-
-
-def local_url(port: int) -> str:
-    """The /metrics URL of a worker serving on this loopback port."""
-    return f"http://127.0.0.1:{port}/metrics"
-
-
-def fetch(url: str, timeout: float = 2.0) -> str | None:
-    """The /metrics page as text (None while it does not answer)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return str(resp.read().decode())
-    except OSError:
-        return None
-
-
-def parse(text: str) -> Samples:
-    """Every sample of a page in the Prometheus text format: the one parser."""
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
-
-
-def scrape(url: str, timeout: float = 2.0) -> Samples:
-    """Every sample of a /metrics page ({} while it does not answer)."""
-    text = fetch(url, timeout)
-    return {} if text is None else parse(text)
-
-
-def sample(samples: Samples, name: str, labels: Mapping[str, str] | None = None) -> float | None:
-    """The value of one sample (exactly these labels), None when absent."""
-    return samples.get((name, tuple(sorted((labels or {}).items()))))
-
-
-def totals(samples: Samples) -> dict[str, float]:
-    """Sample values summed over labels, by sample name."""
-    out: dict[str, float] = {}
-    for (name, _), value in samples.items():
-        out[name] = out.get(name, 0.0) + value
-    return out

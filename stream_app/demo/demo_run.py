@@ -24,7 +24,7 @@ from stream_app.demo.demo_worker import start_demo_worker
 from stream_app.demo.population import Event, Population
 from stream_app.demo.worker_process import demo_settings, stop_process_group, tail
 from stream_app.kafka.topics import ensure_topics
-from stream_app.metrics import local_url, scrape, totals
+from stream_app.metrics_page import local_url, scrape, totals
 
 PROG = "pufferfish"
 WORKER_GRACE_SECONDS = 8.0

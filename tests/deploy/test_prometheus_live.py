@@ -27,7 +27,7 @@ import pytest
 
 import stream_app
 from stream_app.demo.broker import EmbeddedBroker
-from stream_app.metrics import Samples, local_url, scrape
+from stream_app.metrics_page import Samples, local_url, scrape
 from tests.deploy.support import (
     DASHBOARD,
     ROOT,

@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer
 
 from stream_app.demo.broker import free_port
 from stream_app.demo.broker_admin import create_topics
-from stream_app.metrics import Samples, fetch, local_url, sample, scrape
+from stream_app.metrics_page import Samples, fetch, local_url, sample, scrape
 from tests.kafka_helpers import consume_all, read_to_end
 from tests.processes import task_dump
 from tests.waiting import wait_for

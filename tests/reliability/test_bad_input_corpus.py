@@ -16,7 +16,7 @@ import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.domain.models import RAW_TRUNCATE_BYTES
-from stream_app.metrics import sample
+from stream_app.metrics_page import sample
 from tests.reliability import harness as h
 
 pytestmark = [pytest.mark.integration]

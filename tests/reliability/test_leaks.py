@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
-from stream_app.metrics import parse, sample
+from stream_app.metrics_page import parse, sample
 from tests.reliability import procnet
 from tests.reliability.harness import (
     Topics,

@@ -24,10 +24,10 @@ from aiokafka import AIOKafkaProducer
 
 from core.calibrators import exact
 from core.distribution import Distribution, point_zero
-from stream_app import metrics
+from stream_app import metrics_page as metrics
 from stream_app.demo.broker import EmbeddedBroker, free_port
 from stream_app.demo.broker_admin import create_topics
-from stream_app.metrics import Samples
+from stream_app.metrics_page import Samples
 from tests.kafka_helpers import consume_all, json_values
 from tests.processes import task_dump
 from tests.waiting import wait_for as wait_until

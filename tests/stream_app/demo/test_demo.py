@@ -16,7 +16,7 @@ import pytest
 
 from stream_app.demo.demo import main
 from stream_app.demo.population import SETTLE_SECONDS, Event, Population
-from stream_app.metrics import scrape
+from stream_app.metrics_page import scrape
 from tests.processes import pid_alive
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -24,7 +24,7 @@ import pytest
 from aiokafka.partitioner import murmur2
 
 from stream_app.demo.broker import EmbeddedBroker
-from stream_app.metrics import totals
+from stream_app.metrics_page import totals
 from tests.kafka_helpers import json_values, read_to_end
 from tests.stream_app import worker_proc as wp
 from tests.waiting import wait_for

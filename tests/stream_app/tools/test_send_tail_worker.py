@@ -24,7 +24,7 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from stream_app.demo.broker import EmbeddedBroker
-from stream_app.metrics import totals
+from stream_app.metrics_page import totals
 from tests.kafka_helpers import read_to_end
 from tests.stream_app.tools.cli_proc import java_partition, jsonl, pufferfish, summary
 from tests.stream_app.worker_proc import (
