@@ -22,7 +22,7 @@ import numpy as np
 from bench import _common
 from core.distribution import Distribution
 from core.plan import release_plan
-from core.policy import STREAM_RULES, PairKind, Rule
+from core.vocabulary import STREAM_RULES, PairKind, Rule
 from stream_app.ingest import Ingest, MemoryStore, Record
 from stream_app.metrics import Metrics
 from stream_app.partitioning import partition_for

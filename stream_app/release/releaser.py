@@ -38,9 +38,9 @@ from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
 
+from core.learning_radius import robust_round
 from core.noise import discrete_laplace_units, exact_float
 from core.plan import ReleasePlan, rounds_due
-from core.robust import robust_round
 from stream_app.clients import aiokafka_kwargs
 from stream_app.metrics import Metrics
 from stream_app.models import Partial, PriorsRecord, Release, to_bytes

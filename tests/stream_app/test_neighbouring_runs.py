@@ -20,7 +20,7 @@ import pytest
 
 from core.distribution import Distribution
 from core.plan import release_plan
-from core.policy import PairKind, Rule
+from core.vocabulary import PairKind, Rule
 from stream_app.local.broker import EmbeddedBroker, create_topics
 from tests.kafka_helpers import consume_all, json_values
 from tests.stream_app.worker_proc import (

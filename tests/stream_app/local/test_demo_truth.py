@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from core.policy import PairKind
+from core.vocabulary import PairKind
 from stream_app.local.broker import EmbeddedBroker, create_topics, topic_partitions
 from stream_app.local.demo_worker import ReleaseTap
 from stream_app.metrics import Metrics
