@@ -1,8 +1,11 @@
 """Every input check of core/, so that every bad input fails the same way.
 
-Each function takes a raw value and returns it checked (and converted), or raises
-``PufferfishInputError`` naming the field. The other modules parse and compute; the only
-other module that refuses input is core/vocabulary.py, for the names of pairs and rules.
+Each check takes raw input and returns it checked (and converted), or raises
+``PufferfishInputError`` naming the field; ``within`` names a nested field's error inside its
+parent, ``is_multiple`` is the grid test shared with core.noise. The other modules parse and
+compute: the only other module that refuses input is core/vocabulary.py, for the names of pairs
+and rules. Checks run where a value enters core (the public entry points), not again further
+down: the calibrators, the exact search and the robust functions take checked values.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Noise calibrators: one function per theorem of the paper, plus the exact user-local rule.
 
 Each returns a ``Derivation``: theta (0 means the pair needs no noise) and the theorem it comes
-from; core.policy.calibrate dispatches to them and builds the ``Calibration``. epsilon and the
-values are validated where they enter (core.policy.calibrate), not here; a calibrator refuses
-only the laws its theorem does not cover (the binary Lemmas: Bernoulli laws, a rest on the
-integers).
+from; core.policy.calibrate dispatches to them and builds the ``Calibration``. Applied to a
+user's own pair, each is valid for every population (docs/privacy.md, "User-local
+calibration"); the paper's statements as corrected are docs/errata.md. epsilon and the values
+are validated where they enter (core.policy.calibrate), not here; a calibrator refuses only the
+laws its theorem does not cover (the binary Lemmas: Bernoulli laws, a rest on the integers).
 """
 
 from __future__ import annotations

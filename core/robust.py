@@ -5,8 +5,8 @@ A learned group law is a DP estimate, published with a public radius (core.learn
 Here: theta valid for every law within that radius. ``robust_exact`` is the smallest theta whose
 exact two-sided loss is <= eps for every law in the ball(s) (core.auditor robust mode, searched
 by core.exact_search); ``worst_case_theta`` and ``reach_spread`` are Proposition 1 over the
-points and couplings the balls reach. Every function returns theta for an eps validated by its
-caller (core.policy.calibrate) and depends on public quantities only.
+points and couplings the balls reach. eps is validated by the caller (core.policy.calibrate);
+everything here is a function of public quantities.
 """
 
 from __future__ import annotations

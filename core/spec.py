@@ -13,8 +13,8 @@ For "priors", P and Q are two priors of X itself. Every other key, a missing fie
 that does not apply to the pair is a PufferfishInputError naming the field. The reported
 ``loss`` is the exact two-sided audit of theta on the user's own pair, which bounds the loss
 for every population of other users (ERRATA, "A user-local exact calibration"). Parsing needs
-the vocabulary only, not the calibrators: ``pufferfish audit`` and a refused spec load no
-scipy. Calibrating a spec is core/spec_calibration.py.
+the vocabulary only, not the calibrators, so parsing and auditing a spec load no scipy
+(``pufferfish audit``); calibrating a spec is core/spec_calibration.py.
 """
 
 from __future__ import annotations
