@@ -25,7 +25,7 @@ from core.auditor import audit
 from core.budget import composition_charge
 from core.composition import tfold_loss
 from core.kantorovich import plan_spread
-from core.policy import Rule
+from core.vocabulary import Rule
 
 NAME = "composition"
 EPS_VALUES = (1.0, 0.5)

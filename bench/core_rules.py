@@ -16,7 +16,8 @@ import numpy as np
 from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution
-from core.policy import PairKind, Rule, calibrate
+from core.policy import calibrate
+from core.vocabulary import PairKind, Rule
 
 SIZES = (4, 16, 64, 256)
 TARGET_SECONDS_PER_REPEAT = 0.02

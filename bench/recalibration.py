@@ -23,7 +23,7 @@ import numpy as np
 from bench import _common
 from core.distribution import Distribution
 from core.plan import release_plan
-from core.policy import STREAM_RULES, PairKind, Rule
+from core.vocabulary import STREAM_RULES, PairKind, Rule
 from stream_app.domain.batch import Record
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.rules import EventRules

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 
 from bench import _common
 from bench.utility import Case, paper_cases, uci_cases
-from core.auditor import audit
+from core.auditor import WHOLE, audit
 from core.distribution import Distribution, point_zero
+from core.learning_radius import radius
 from core.plan import release_plan
-from core.policy import PairKind, Rule
-from core.robust import WHOLE, radius, reach_spread, robust_exact, worst_case_theta
+from core.robust import reach_spread, robust_exact, worst_case_theta
+from core.vocabulary import PairKind, Rule
 
 NAME = "robust"
 SIZES = (1e2, 1e3, 1e4, 1e5)

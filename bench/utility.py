@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from bench import _common
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from core.policy import STREAM_RULES, PairKind, Rule, calibrate
+from core.policy import calibrate
+from core.vocabulary import STREAM_RULES, PairKind, Rule
 
 NAME = "utility"
 EPS_VALUES = (0.1, 0.5, 1.0)

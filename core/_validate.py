@@ -1,9 +1,19 @@
-"""All input checks of core/ live here, so every bad input fails the same way."""
+"""Every input check of core/, so that every bad input fails the same way.
+
+Each check takes raw input and returns it checked (and converted), or raises
+``PufferfishInputError`` naming the field; ``within`` names a nested field's error inside its
+parent, ``is_multiple`` is the grid test shared with core.noise. The other modules parse and
+compute: the only other module that refuses input is core/vocabulary.py, for the names of pairs
+and rules. Checks run where a value enters core (the public entry points), not again further
+down: the calibrators, the exact search and the robust functions take checked values.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Callable, Collection, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -15,9 +25,10 @@ from core.errors import PufferfishInputError
 PROB_SUM_TOLERANCE = 1e-9
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
-def epsilon(value: float, field: str = "epsilon") -> float:
+def epsilon(value: object, field: str = "epsilon") -> float:
     """A privacy budget: a finite number > 0."""
     eps = real(value, field)
     if eps <= 0.0:
@@ -25,12 +36,9 @@ def epsilon(value: float, field: str = "epsilon") -> float:
     return eps
 
 
-def theta(value: float, field: str = "theta") -> float:
+def theta(value: object, field: str = "theta") -> float:
     """A Laplace scale: a finite number >= 0 (0 means no noise)."""
-    th = real(value, field)
-    if th < 0.0:
-        raise PufferfishInputError(field, f"must be >= 0, got {th!r}")
-    return th
+    return nonnegative(value, field)
 
 
 MAX_RELEASES = 1_000_000
@@ -131,10 +139,7 @@ def from_pydantic(exc: ValidationError, whole: str) -> PufferfishInputError:
 
 def radius(value: object, field: str = "radius") -> float:
     """An L1 radius around a law: a finite number >= 0 (>= 2 is the whole simplex)."""
-    r = real(value, field)
-    if r < 0.0:
-        raise PufferfishInputError(field, f"must be >= 0, got {r!r}")
-    return r
+    return nonnegative(value, field)
 
 
 def confidence_beta(value: object, field: str = "prior_confidence_beta") -> float:
@@ -173,3 +178,320 @@ class InputModel(BaseModel):
             return super().model_validate_json(json_data, **kwargs)
         except ValidationError as exc:
             raise from_pydantic(exc, cls.whole) from None
+
+
+# -- quantities of the budget and the noise --------------------------------------------------
+
+
+def nonnegative(value: object, field: str) -> float:
+    """A finite number >= 0."""
+    number = real(value, field)
+    if number < 0:
+        raise PufferfishInputError(field, f"must be >= 0, got {number!r}")
+    return number
+
+
+def positive(value: object, field: str) -> float:
+    """A finite number > 0, refused as a negative number first (the charge's epsilon)."""
+    number = nonnegative(value, field)
+    if number == 0:
+        raise PufferfishInputError(field, "must be > 0")
+    return number
+
+
+def number(value: object, field: str) -> float:
+    """A real number that may be infinite (NaN and non-numbers are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise PufferfishInputError(field, f"must be a number, got {value!r}")
+    return float(value)
+
+
+def nonnegative_number(value: object, field: str) -> float:
+    """A number >= 0 that may be infinite (a theta in a charge)."""
+    out = number(value, field)
+    if out < 0:
+        raise PufferfishInputError(field, f"must be >= 0, got {out}")
+    return out
+
+
+def positive_number(value: object, field: str) -> float:
+    """A number > 0 that may be infinite (an infinite charge is refused by the accountant)."""
+    out = number(value, field)
+    if out <= 0:
+        raise PufferfishInputError(field, f"must be > 0, got {out}")
+    return out
+
+
+def fraction(text: object, field: str) -> Fraction:
+    """An exact non-negative rational written 'num/den' (the accountant's exact sums)."""
+    if not isinstance(text, str) or text.count("/") != 1:
+        raise PufferfishInputError(field, f"must be a 'num/den' string, got {text!r}")
+    numerator, denominator = text.split("/")
+    if not (numerator.isdigit() and denominator.isdigit()) or int(denominator) == 0:
+        raise PufferfishInputError(field, f"must be a 'num/den' string, got {text!r}")
+    return Fraction(int(numerator), int(denominator))
+
+
+def count(value: object, field: str) -> int:
+    """An integer >= 0 (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PufferfishInputError(field, f"must be an integer >= 0, got {value!r}")
+    return value
+
+
+def bins(value: object, field: str = "k") -> int:
+    """A number of histogram bins: an integer >= 1 (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < 1:
+        raise PufferfishInputError(field, f"must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+def integer(value: object, field: str) -> int:
+    """An int (bools are refused); any size."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PufferfishInputError(field, f"must be an int, got {type(value).__name__}")
+    return value
+
+
+def index(value: object, size: int, field: str) -> int:
+    """An index into a sequence of ``size`` items."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+        raise PufferfishInputError(field, f"must be a user index in [0, {size})")
+    return value
+
+
+MIN_GRID_LOG2 = -60
+MAX_GRID_LOG2 = 60
+MAX_SCALE_LOG2 = 256
+
+
+def grid_log2(value: object) -> int:
+    """The noise grid's exponent: an int in [MIN_GRID_LOG2, MAX_GRID_LOG2]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PufferfishInputError("grid_log2", f"must be an int, got {value!r}")
+    if not MIN_GRID_LOG2 <= value <= MAX_GRID_LOG2:
+        raise PufferfishInputError(
+            "grid_log2", f"must be in [{MIN_GRID_LOG2}, {MAX_GRID_LOG2}], got {value}"
+        )
+    return value
+
+
+def exact_real(value: object, field: str) -> float:
+    """A real number that is exactly a float (it may be infinite or NaN)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PufferfishInputError(field, f"must be a real number, got {type(value).__name__}")
+    as_float = float(value)
+    if math.isfinite(as_float) and as_float != value:
+        raise PufferfishInputError(field, f"{value} is not exactly representable as a float")
+    return as_float
+
+
+def is_multiple(value: object, grid: Fraction) -> bool:
+    """``value`` is a finite real number and an exact multiple of ``grid``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    as_float = float(value)
+    return (
+        math.isfinite(as_float)
+        and as_float == value
+        and (Fraction(as_float) / grid).denominator == 1
+    )
+
+
+def on_grid(value: float, grid_log2: int) -> float:
+    """A value to release (already ``exact_real``): finite and a multiple of 2**grid_log2."""
+    if not math.isfinite(value):
+        raise PufferfishInputError("value", f"must be finite, got {value}")
+    if not is_multiple(value, Fraction(2) ** grid_log2):
+        raise PufferfishInputError("value", f"is not a multiple of the grid 2**{grid_log2}")
+    return value
+
+
+def noise_scale(theta: object, grid_log2: int) -> Fraction:
+    """theta / 2**grid_log2 as an exact Fraction (0 for theta 0): theta exactly a float,
+    finite, >= 0, and theta / g at most 2**MAX_SCALE_LOG2 (a huge scale would stall the
+    sampler). ``grid_log2`` is validated by the caller."""
+    th = exact_real(theta, "theta")
+    if not math.isfinite(th) or th < 0:
+        raise PufferfishInputError("theta", f"must be finite and >= 0, got {th}")
+    scale = Fraction(th) / Fraction(2) ** grid_log2
+    if scale > Fraction(2) ** MAX_SCALE_LOG2:
+        raise PufferfishInputError(
+            "theta", f"theta / 2**{grid_log2} exceeds 2**{MAX_SCALE_LOG2}; use a coarser grid"
+        )
+    return scale
+
+
+def sampler_scale(value: object) -> Fraction:
+    """The discrete Laplace sampler's scale: a positive Fraction."""
+    if not isinstance(value, Fraction) or value <= 0:
+        raise PufferfishInputError("scale", f"must be a positive Fraction, got {value!r}")
+    return value
+
+
+def exponent(value: Fraction) -> Fraction:
+    """gamma of a Bernoulli(exp(-gamma)) draw: a rational >= 0."""
+    if value < 0:
+        raise PufferfishInputError("gamma", f"must be >= 0, got {value}")
+    return value
+
+
+def histogram_rows(counts: object, limit: int) -> tuple[IntArray, IntArray]:
+    """(rows, row totals) of an (n, K) array of histograms, each with at least one report,
+    every entry and every total below ``limit`` (so that products with the share units fit in
+    int64)."""
+    c = np.asarray(counts, dtype=np.int64)
+    if c.ndim != 2:
+        raise PufferfishInputError("counts", "must be an (n, K) array")
+    if c.shape[0] == 0:
+        return c, np.zeros(0, dtype=np.int64)
+    if c.min() < 0 or c.max() >= limit:
+        raise PufferfishInputError("counts", "must be non-negative and below SHARES_COUNT_LIMIT")
+    totals = c.sum(axis=1, dtype=np.int64)  # no overflow: K * limit < 2**63
+    if totals.min() <= 0 or totals.max() >= limit:
+        raise PufferfishInputError(
+            "counts", "every row needs a positive total below SHARES_COUNT_LIMIT"
+        )
+    return c, totals
+
+
+# -- laws, systems and plans ------------------------------------------------------------------
+
+
+def values_and_counts(values: object, counts: object) -> tuple[FloatArray, FloatArray]:
+    """(values, counts) of a histogram: distinct finite values, counts >= 0 with a positive
+    total, as many of each."""
+    xs = finite_vector(values, "values")
+    cs = counts_vector(counts)
+    if xs.size != cs.size:
+        raise PufferfishInputError("counts", f"has {cs.size} entries but values has {xs.size}")
+    if np.unique(xs).size != xs.size:
+        raise PufferfishInputError("values", "has duplicate points")
+    return xs, cs
+
+
+def bernoulli(support: Collection[float], field: str, purpose: str) -> None:
+    """A law whose positive support is within {0, 1}, as the binary rules need."""
+    if not set(support) <= {0.0, 1.0}:
+        raise PufferfishInputError(field, f"must be Bernoulli (all mass on 0 and 1) {purpose}")
+
+
+def point_mass(support: Sequence[float], field: str) -> float:
+    """The value of a point mass, from its positive support (value pairs are point masses)."""
+    if len(support) != 1:
+        raise PufferfishInputError(field, "must be a point mass for a value pair")
+    return float(support[0])
+
+
+def non_empty(value: Sequence[Any], field: str) -> None:
+    if not value:
+        raise PufferfishInputError(field, "must not be empty")
+
+
+def thetas(values: object) -> list[float]:
+    """Noise scales of releases of one value: a non-empty list of thetas, at most
+    MAX_RELEASES of them."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+        raise PufferfishInputError("thetas", "must be a non-empty list of noise scales")
+    releases(len(values), "thetas")
+    return [theta(th, "thetas") for th in values]
+
+
+def group_radii(laws: Collection[str], radii: Mapping[str, object] | None) -> dict[str, float]:
+    """Checked radius of every group with a law ({} without radii): at least one group, and no
+    radius for a group without a law."""
+    if not laws:
+        raise PufferfishInputError("groups", "at least one group with a law is needed")
+    unknown = sorted(set(radii or {}) - set(laws))
+    if unknown:
+        raise PufferfishInputError("radii", f"names groups without a law: {unknown}")
+    if not radii:
+        return {}
+    return {g: radius(radii.get(g, 0.0), f"radii.{g}") for g in laws}
+
+
+# -- documents: the CLI's specs and the accountant's record -----------------------------------
+
+
+def mapping(value: object, field: str, message: str) -> Mapping[str, Any]:
+    """A JSON object."""
+    if not isinstance(value, Mapping):
+        raise PufferfishInputError(field, message)
+    return value
+
+
+def present(data: Mapping[str, Any], keys: Sequence[str], message: str, prefix: str = "") -> None:
+    """Every key is in ``data`` (the first missing one is named, after ``prefix``)."""
+    for key in keys:
+        if key not in data:
+            raise PufferfishInputError(f"{prefix}{key}", message)
+
+
+def known(
+    data: Mapping[str, Any], allowed: Collection[str], message: str, prefix: str = "",
+    why: Mapping[str, str] | None = None,
+) -> None:
+    """No key outside ``allowed`` (the first in sorted order is named; ``why`` gives some keys
+    their own message)."""
+    extra = sorted(set(data) - set(allowed))
+    if extra:
+        raise PufferfishInputError(f"{prefix}{extra[0]}", (why or {}).get(extra[0], message))
+
+
+def choice(value: object, field: str, allowed: Sequence[str]) -> str:
+    """One of the ``allowed`` strings."""
+    if not isinstance(value, str) or value not in allowed:
+        raise PufferfishInputError(field, f"must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def distinct(value: float, other: float, field: str, message: str) -> None:
+    """The two ends of a value pair differ."""
+    if value == other:
+        raise PufferfishInputError(field, message)
+
+
+def within(field: str, exc: PufferfishInputError) -> PufferfishInputError:
+    """The same error, its field named inside ``field`` (``P.probs`` for ``probs`` of P)."""
+    return PufferfishInputError(f"{field}.{exc.field}", exc.message)
+
+
+def finite_theta(value: float, message: str) -> float:
+    """A calibrated theta that is finite (an infinite one is no answer to the spec)."""
+    if not math.isfinite(value):
+        raise PufferfishInputError("theta", message)
+    return value
+
+
+BUDGET_KEYS = ("total", "total_exact", "spent", "spent_exact", "releases", "charges")
+
+
+def budget_record(
+    data: object, exact: Callable[[float], Fraction]
+) -> tuple[float, list[float], Fraction]:
+    """(total, charges, exact spent) of an ``Accountant.to_dict`` record, every field checked
+    against the others: ``exact`` is the accountant's float -> Fraction bookkeeping."""
+    record = mapping(data, "budget", "must be a JSON object")
+    present(record, BUDGET_KEYS, "is missing")
+    total = nonnegative(record["total"], "total")
+    if fraction(record["total_exact"], "total_exact") != exact(total):
+        raise PufferfishInputError("total_exact", "does not match total")
+    charges = record["charges"]
+    if not isinstance(charges, list):
+        raise PufferfishInputError("charges", "must be a list")
+    releases = record["releases"]
+    if isinstance(releases, bool) or not isinstance(releases, int) or releases != len(charges):
+        raise PufferfishInputError("releases", "must equal the number of charges")
+    spent = Fraction(0)
+    for charge in charges:
+        value = nonnegative(charge, "charges")
+        if value == 0:
+            raise PufferfishInputError("charges", "every charge must be > 0")
+        spent += exact(value)
+    if fraction(record["spent_exact"], "spent_exact") != spent:
+        raise PufferfishInputError("spent_exact", "does not equal the sum of the charges")
+    if nonnegative(record["spent"], "spent") != float(spent):
+        raise PufferfishInputError("spent", "does not match spent_exact")
+    if spent > exact(total):
+        raise PufferfishInputError("spent", "exceeds total")
+    return total, [float(c) for c in charges], spent

@@ -7,7 +7,7 @@ e^{+-x_k/theta} (the two tails), which is also its value at the outermost suppor
 So sup over y is a max over the support points (ERRATA, "A user-local exact calibration").
 Everything is in log space (log-sum-exp).
 
-Robust mode (issue 15, docs/privacy.md "Robust calibration over an L1 ball"): with radii
+Robust mode (docs/privacy.md, "Robust calibration over an L1 ball"): with radii
 (r_A, r_B) the loss is the sup over every law A' within L1 distance r_A of A and B' within r_B
 of B, both on their ball supports (supp A, plus the domain when r_A > 0). At a fixed y the ratio
 (A'*L)(y)/(B'*L)(y) is linear over linear, so its max over the balls is the max of the numerator
@@ -200,6 +200,7 @@ def _prefix_log_density(cl: FloatArray, cr: FloatArray, logw: FloatArray) -> Flo
 
 
 Support = tuple[FloatArray, FloatArray]  # (points, probs) of the laws in a ball
+WHOLE = 2.0  # L1 diameter of the simplex: a ball of radius >= 2 holds every law
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +256,7 @@ def extreme_weights(probs: FloatArray, radius: float, order: FloatArray, top: bo
     out = np.broadcast_to(probs, (n, k)).copy()
     if radius == 0.0:
         return out
-    moved = np.minimum(min(radius, 2.0) / 2.0, 1.0 - probs[best])
+    moved = np.minimum(min(radius, WHOLE) / 2.0, 1.0 - probs[best])
     ascending = np.argsort(rows, axis=1, kind="stable")
     idx = np.arange(n)[:, None]
     avail = out[idx, ascending]

@@ -30,36 +30,21 @@ rounding already in theta), so ten charges of 0.1 fill a total of 1.0 exactly, w
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
 from core import _validate
-from core.errors import PufferfishInputError
+from core.errors import PufferfishError
 
 
-class BudgetExhausted(Exception):
+class BudgetExhausted(PufferfishError):
     """A release was refused: it would push the spent budget past the total."""
 
     def __init__(self, requested: float, remaining: float) -> None:
         super().__init__(f"budget exhausted: requested {requested}, remaining {remaining}")
         self.requested = requested
         self.remaining = remaining
-
-
-def _finite_nonnegative(field: str, value: object) -> float:
-    number = _validate.real(value, field)
-    if number < 0:
-        raise PufferfishInputError(field, f"must be >= 0, got {number!r}")
-    return number
-
-
-def _number(field: str, value: object) -> float:
-    """A real number that may be infinite (NaN and non-numbers are refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise PufferfishInputError(field, f"must be a number, got {value!r}")
-    return float(value)
 
 
 def _decimal(value: float) -> Fraction:
@@ -70,24 +55,11 @@ def _fraction_text(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-def _parse_fraction(field: str, text: object) -> Fraction:
-    if not isinstance(text, str) or text.count("/") != 1:
-        raise PufferfishInputError(field, f"must be a 'num/den' string, got {text!r}")
-    numerator, denominator = text.split("/")
-    if not (numerator.isdigit() and denominator.isdigit()) or int(denominator) == 0:
-        raise PufferfishInputError(field, f"must be a 'num/den' string, got {text!r}")
-    return Fraction(int(numerator), int(denominator))
-
-
 def composition_charge(spread: float, theta: float, epsilon: float) -> float:
     """Budget charge of one release: max(epsilon, spread / theta); inf means refuse."""
-    spread = _finite_nonnegative("spread", spread)
-    epsilon = _finite_nonnegative("epsilon", epsilon)
-    if epsilon == 0:
-        raise PufferfishInputError("epsilon", "must be > 0")
-    theta = _number("theta", theta)
-    if theta < 0:
-        raise PufferfishInputError("theta", f"must be >= 0, got {theta}")
+    spread = _validate.nonnegative(spread, "spread")
+    epsilon = _validate.positive(epsilon, "epsilon")
+    theta = _validate.nonnegative_number(theta, "theta")
     if theta == 0:
         return epsilon if spread == 0 else math.inf
     return max(epsilon, spread / theta)
@@ -97,7 +69,7 @@ class Accountant:
     """Sequential-composition accountant: refuses any charge that would exceed ``total``."""
 
     def __init__(self, total: float) -> None:
-        self.total = _finite_nonnegative("total", total)
+        self.total = _validate.nonnegative(total, "total")
         self._total = _decimal(self.total)
         self._spent = Fraction(0)
         self.charges: list[float] = []
@@ -116,9 +88,7 @@ class Accountant:
 
     def _checked_charge(self, eps: float) -> Fraction | None:
         """The exact charge, or None when it is infinite (always refused)."""
-        eps = _number("eps", eps)
-        if eps <= 0:
-            raise PufferfishInputError("eps", f"must be > 0, got {eps}")
+        eps = _validate.positive_number(eps, "eps")
         return None if math.isinf(eps) else _decimal(eps)
 
     def can_spend(self, eps: float) -> bool:
@@ -146,34 +116,10 @@ class Accountant:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Accountant:
-        """Rebuild from ``to_dict`` output; every inconsistency is a PufferfishInputError."""
-        if not isinstance(data, Mapping):
-            raise PufferfishInputError("budget", "must be a JSON object")
-        for key in ("total", "total_exact", "spent", "spent_exact", "releases", "charges"):
-            if key not in data:
-                raise PufferfishInputError(key, "is missing")
-        accountant = cls(_finite_nonnegative("total", data["total"]))
-        if _parse_fraction("total_exact", data["total_exact"]) != accountant._total:
-            raise PufferfishInputError("total_exact", "does not match total")
-        charges = data["charges"]
-        if not isinstance(charges, list):
-            raise PufferfishInputError("charges", "must be a list")
-        releases = data["releases"]
-        if isinstance(releases, bool) or not isinstance(releases, int) or releases != len(charges):
-            raise PufferfishInputError("releases", "must equal the number of charges")
-        spent = Fraction(0)
-        for charge in charges:
-            value = _finite_nonnegative("charges", charge)
-            if value == 0:
-                raise PufferfishInputError("charges", "every charge must be > 0")
-            spent += _decimal(value)
-        spent_exact = _parse_fraction("spent_exact", data["spent_exact"])
-        if spent_exact != spent:
-            raise PufferfishInputError("spent_exact", "does not equal the sum of the charges")
-        if _finite_nonnegative("spent", data["spent"]) != float(spent):
-            raise PufferfishInputError("spent", "does not match spent_exact")
-        if spent > accountant._total:
-            raise PufferfishInputError("spent", "exceeds total")
+        """Rebuild from ``to_dict`` output; every inconsistency is a PufferfishInputError
+        (core._validate.budget_record)."""
+        total, charges, spent = _validate.budget_record(data, _decimal)
+        accountant = cls(total)
         accountant._spent = spent
-        accountant.charges = [float(c) for c in charges]
+        accountant.charges = charges
         return accountant

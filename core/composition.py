@@ -1,4 +1,4 @@
-"""Exact privacy loss of T Laplace releases of ONE persistent value (issue 13, part 4).
+"""Exact privacy loss of T Laplace releases of ONE persistent value.
 
 A user's contribution x is drawn once, x ~ A under one secret and x ~ B under the other, and
 release t publishes y_t = x + Laplace(theta_t) with fresh noise. The loss is
@@ -48,16 +48,12 @@ from collections.abc import Sequence
 from core import _validate
 from core.auditor import AuditResult, audit
 from core.distribution import Distribution
-from core.errors import PufferfishInputError
 
 
 def combined_scale(thetas: Sequence[float]) -> float:
     """theta* = 1 / sum_t 1/theta_t: the one-release scale equivalent to releases of one x at
     scales theta_t (0 when any theta_t is 0: that release shows x itself)."""
-    if isinstance(thetas, str | bytes) or not isinstance(thetas, Sequence) or not thetas:
-        raise PufferfishInputError("thetas", "must be a non-empty list of noise scales")
-    _validate.releases(len(thetas), "thetas")
-    scales = [_validate.theta(th, "thetas") for th in thetas]
+    scales = _validate.thetas(thetas)
     if any(th == 0.0 for th in scales):
         return 0.0
     return 1.0 / math.fsum(1.0 / th for th in scales)

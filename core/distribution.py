@@ -12,7 +12,6 @@ from pydantic import ConfigDict, model_validator
 
 from core import _validate
 from core._validate import FloatArray
-from core.errors import PufferfishInputError
 
 # Sums of float support points closer than this (relative) are the same point.
 MERGE_RTOL = 1e-12
@@ -37,10 +36,7 @@ class Distribution(_validate.InputModel):
     def _normalise(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        if "support" not in data:
-            raise PufferfishInputError("support", "is required")
-        if "probs" not in data:
-            raise PufferfishInputError("probs", "is required")
+        _validate.present(data, ("support", "probs"), "is required")
         xs, ps = _validate.support_and_probs(data["support"], data["probs"])
         return {"support": tuple(xs.tolist()), "probs": tuple(ps.tolist())}
 
@@ -73,14 +69,7 @@ class Distribution(_validate.InputModel):
     @classmethod
     def from_counts(cls, values: Sequence[float], counts: Sequence[float]) -> Distribution:
         """A histogram: distinct values and non-negative counts with a positive total."""
-        xs = _validate.finite_vector(values, "values")
-        cs = _validate.counts_vector(counts)
-        if xs.size != cs.size:
-            raise PufferfishInputError(
-                "counts", f"has {cs.size} entries but values has {xs.size}"
-            )
-        if np.unique(xs).size != xs.size:
-            raise PufferfishInputError("values", "has duplicate points")
+        xs, cs = _validate.values_and_counts(values, counts)
         return cls(support=xs.tolist(), probs=(cs / cs.sum()).tolist())
 
     @classmethod
@@ -127,19 +116,13 @@ class Distribution(_validate.InputModel):
     def mean(self) -> float:
         return math.fsum((self._xs * self._ps).tolist())
 
-    def is_point_mass(self) -> bool:
-        return len(self.positive_support()) == 1
-
     def is_bernoulli(self) -> bool:
         """All mass on {0, 1} (point masses at 0 or 1 included)."""
         return set(self.positive_support()) <= {0.0, 1.0}
 
     def bernoulli_p(self) -> float:
         """Pr(1) of a distribution on {0, 1}; refuses any other distribution."""
-        if not self.is_bernoulli():
-            raise PufferfishInputError(
-                "distribution", "must be Bernoulli (all mass on 0 and 1) for this rule"
-            )
+        _validate.bernoulli(self.positive_support(), "distribution", "for this rule")
         return self.prob(1.0)
 
     # -- operations ---------------------------------------------------------------------

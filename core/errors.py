@@ -1,9 +1,18 @@
-"""The one exception type for bad input anywhere in the product."""
+"""The exception root of the product, and its one type for bad input.
+
+Every exception core raises derives from ``PufferfishError``, so a caller can catch the
+product's errors apart from Python's own. Bad input is ``PufferfishInputError`` (also a
+ValueError), whatever module refuses it; the checks themselves live in core/_validate.py.
+"""
 
 from __future__ import annotations
 
 
-class PufferfishInputError(ValueError):
+class PufferfishError(Exception):
+    """Root of every exception the product raises on purpose."""
+
+
+class PufferfishInputError(PufferfishError, ValueError):
     """Bad input. ``field`` names the offending field; the message starts with it."""
 
     field: str

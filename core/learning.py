@@ -55,19 +55,12 @@ def user_shares(counts: np.ndarray) -> np.ndarray:
     """``user_share`` of every row of an (n, K) int64 array of histograms, each with at least
     one report, as an (n, K) int64 array: the same floors and the same largest-remainder
     rounding, equal remainders in index order (a stable sort of the negated remainders).
-    Rows whose entries or total reach ``SHARES_COUNT_LIMIT`` are refused (ValueError): the
-    caller uses ``user_share`` for those."""
-    c = np.asarray(counts, dtype=np.int64)
-    if c.ndim != 2:
-        raise ValueError("counts must be an (n, K) array")
+    Rows whose entries or total reach ``SHARES_COUNT_LIMIT`` are refused (PufferfishInputError,
+    a ValueError): the caller uses ``user_share`` for those."""
+    c, totals = _validate.histogram_rows(counts, SHARES_COUNT_LIMIT)
     n, k = c.shape
     if n == 0:
         return c.copy()
-    if c.min() < 0 or c.max() >= SHARES_COUNT_LIMIT:
-        raise ValueError("counts must be non-negative and below SHARES_COUNT_LIMIT")
-    totals = c.sum(axis=1, dtype=np.int64)  # no overflow: K * SHARES_COUNT_LIMIT < 2**63
-    if totals.min() <= 0 or totals.max() >= SHARES_COUNT_LIMIT:
-        raise ValueError("every row needs a positive total below SHARES_COUNT_LIMIT")
     scaled = c * SHARE_UNITS
     floors, rems = np.divmod(scaled, totals[:, None])
     left = SHARE_UNITS - floors.sum(axis=1)

@@ -25,7 +25,8 @@ Remaining limits, stated plainly:
   theta), so its running time is a side channel on the noise (not directly on the value). A
   remote observer who can time releases precisely learns something about Z.
 * Cost: the expected time is O(1) iterations, but the integers grow with log2(theta/g);
-  theta/g is limited to 2**MAX_SCALE_LOG2 so a huge theta cannot stall the service.
+  theta/g is limited to 2**MAX_SCALE_LOG2 (core/_validate.py) so a huge theta cannot stall
+  the service.
 * Exactness of the input: the caller must pass the true sum. Sums of doubles that are
   multiples of g are exact while |sum| < 2**(53 + grid_log2) (8.8e12 for grid_log2 = -10);
   beyond that the stream must sum exactly (ints) and call ``discrete_laplace_units``, which
@@ -41,16 +42,12 @@ Remaining limits, stated plainly:
 from __future__ import annotations
 
 import math
-import numbers
 import secrets
 from collections.abc import Iterable
 from fractions import Fraction
 
-from core.errors import PufferfishInputError
+from core import _validate
 
-MIN_GRID_LOG2 = -60
-MAX_GRID_LOG2 = 60
-MAX_SCALE_LOG2 = 256
 # every integer of magnitude <= 2**53 is a double; 2**53 + 1 is the first one that is not
 MAX_EXACT_UNITS = 2**53
 
@@ -70,8 +67,7 @@ def _bernoulli_exp_neg_at_most_one(gamma: Fraction) -> bool:
 
 def bernoulli_exp_neg(gamma: Fraction) -> bool:
     """Exact Bernoulli(exp(-gamma)) for any rational gamma >= 0 (CKS20 Algorithm 1)."""
-    if gamma < 0:
-        raise PufferfishInputError("gamma", f"must be >= 0, got {gamma}")
+    gamma = _validate.exponent(gamma)
     whole = math.floor(gamma)
     for _ in range(whole):
         if not _bernoulli_exp_neg_at_most_one(Fraction(1)):
@@ -89,8 +85,7 @@ def _geometric_exp_neg_one() -> int:
 
 def sample_discrete_laplace(scale: Fraction) -> int:
     """Exact Z with Pr[Z = z] ∝ exp(-|z| / scale), scale a positive rational (CKS20 Alg. 2)."""
-    if not isinstance(scale, Fraction) or scale <= 0:
-        raise PufferfishInputError("scale", f"must be a positive Fraction, got {scale!r}")
+    scale = _validate.sampler_scale(scale)
     t, s = scale.numerator, scale.denominator  # scale = t / s
     while True:
         u = secrets.randbelow(t)
@@ -105,53 +100,18 @@ def sample_discrete_laplace(scale: Fraction) -> int:
 
 
 def _grid(grid_log2: int) -> Fraction:
-    if isinstance(grid_log2, bool) or not isinstance(grid_log2, int):
-        raise PufferfishInputError("grid_log2", f"must be an int, got {grid_log2!r}")
-    if not MIN_GRID_LOG2 <= grid_log2 <= MAX_GRID_LOG2:
-        raise PufferfishInputError(
-            "grid_log2", f"must be in [{MIN_GRID_LOG2}, {MAX_GRID_LOG2}], got {grid_log2}"
-        )
-    return Fraction(2) ** grid_log2
-
-
-def _on_grid(value: object, grid: Fraction) -> bool:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    as_float = float(value)
-    return (
-        math.isfinite(as_float)
-        and as_float == value
-        and (Fraction(as_float) / grid).denominator == 1
-    )
+    return Fraction(2) ** _validate.grid_log2(grid_log2)
 
 
 def grid_contains(values: Iterable[float], grid_log2: int) -> bool:
     """True when every value is a finite real number and an exact multiple of 2**grid_log2."""
     grid = _grid(grid_log2)
-    return all(_on_grid(v, grid) for v in values)
-
-
-def _as_float(field: str, number: object) -> float:
-    if isinstance(number, bool) or not isinstance(number, numbers.Real):
-        raise PufferfishInputError(field, f"must be a real number, got {type(number).__name__}")
-    as_float = float(number)
-    if math.isfinite(as_float) and as_float != number:
-        raise PufferfishInputError(field, f"{number} is not exactly representable as a float")
-    return as_float
+    return all(_validate.is_multiple(v, grid) for v in values)
 
 
 def _scale(theta: object, grid_log2: int) -> Fraction:
     """theta / g as an exact positive Fraction (0 for theta 0), with the grid-safety checks."""
-    grid = _grid(grid_log2)
-    theta = _as_float("theta", theta)
-    if not math.isfinite(theta) or theta < 0:
-        raise PufferfishInputError("theta", f"must be finite and >= 0, got {theta}")
-    scale = Fraction(theta) / grid
-    if scale > Fraction(2) ** MAX_SCALE_LOG2:
-        raise PufferfishInputError(
-            "theta", f"theta / 2**{grid_log2} exceeds 2**{MAX_SCALE_LOG2}; use a coarser grid"
-        )
-    return scale
+    return _validate.noise_scale(theta, _validate.grid_log2(grid_log2))
 
 
 def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> int:
@@ -161,8 +121,7 @@ def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> in
     (any size; it never goes through a float), the result is an integer too. ``theta == 0``
     returns ``units`` unchanged (only for a calibrated theta of 0).
     """
-    if isinstance(units, bool) or not isinstance(units, int):
-        raise PufferfishInputError("units", f"must be an int, got {type(units).__name__}")
+    units = _validate.integer(units, "units")
     scale = _scale(theta, grid_log2)
     if scale == 0:
         return units
@@ -172,8 +131,7 @@ def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> in
 def exact_float(units: int, grid_log2: int) -> float | None:
     """``units * 2**grid_log2`` as a float when |units| <= MAX_EXACT_UNITS (every such value is
     exactly a double), else None: the caller refuses rather than publish a rounded value."""
-    if isinstance(units, bool) or not isinstance(units, int):
-        raise PufferfishInputError("units", f"must be an int, got {type(units).__name__}")
+    units = _validate.integer(units, "units")
     grid = _grid(grid_log2)
     if abs(units) > MAX_EXACT_UNITS:
         return None
@@ -187,12 +145,9 @@ def secure_laplace_release(value: float, theta: float, grid_log2: int = -10) -> 
     sensitivity). ``theta == 0`` returns the value unchanged (only for a calibrated theta of 0).
     """
     grid = _grid(grid_log2)
-    value = _as_float("value", value)
+    value = _validate.exact_real(value, "value")
     scale = _scale(theta, grid_log2)
-    if not math.isfinite(value):
-        raise PufferfishInputError("value", f"must be finite, got {value}")
-    if not _on_grid(value, grid):
-        raise PufferfishInputError("value", f"is not a multiple of the grid 2**{grid_log2}")
+    value = _validate.on_grid(value, grid_log2)
     if scale == 0:
         return float(value)
     exact = Fraction(value) + grid * sample_discrete_laplace(scale)

@@ -12,7 +12,7 @@ already published). The release adds discrete Laplace noise of scale
 
 so theta is a function of the settings and the laws only, never of who joined or what anyone
 reported. With learned laws, each group's law may come with a public L1 radius r_g
-(core.robust.radius, issue 15): then the pairs involving P_g are calibrated for every law within
+(core.learning_radius.radius): then the pairs involving P_g are calibrated for every law within
 r_g of it (``group_balls``, docs/privacy.md "Robust calibration over an L1 ball").
 
 ``ReleasePlan`` keeps the mechanism and its privacy map together (OpenDP's
@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core import _validate
-from core.budget import composition_charge
+from core.budget import Accountant, composition_charge
 from core.distribution import Distribution, point_zero
-from core.errors import PufferfishInputError
 from core.kantorovich import plan_spread
 from core.noise import secure_laplace_release
-from core.policy import PairKind, Rule, calibrate
+from core.policy import calibrate
 from core.robust import reach_spread
+from core.vocabulary import PairKind, Rule
 
 
 @dataclass(frozen=True)
@@ -141,14 +141,9 @@ def release_plan(
     domain already; pass the domain for declared laws). With radii, the spread that the
     charge uses is the sup of the plan spread over the balls (core.robust.reach_spread).
     """
-    if not laws:
-        raise PufferfishInputError("groups", "at least one group with a law is needed")
+    radii = _validate.group_radii(laws, radii)
     wanted = set(pairs)
     kinds = [k for k in PairKind if k in wanted]
-    unknown = sorted(set(radii or {}) - set(laws))
-    if unknown:
-        raise PufferfishInputError("radii", f"names groups without a law: {unknown}")
-    radii = {g: _validate.radius(radii.get(g, 0.0), f"radii.{g}") for g in laws} if radii else {}
     points = _domain(laws, domain)
     theta, spread, binding_group, binding_pair = 0.0, 0.0, None, None
     table: dict[str, dict[PairKind, float]] = {}
@@ -220,8 +215,6 @@ def budget_schedule(
 ) -> Schedule:
     """Replay the worker's clock on an Accountant: each tick learns first when due, then
     releases; the first charge that does not fit ends everything (as in the worker)."""
-    from core.budget import Accountant
-
     accountant = Accountant(total)
     releases = rounds = 0
     last = 0.0
@@ -244,12 +237,11 @@ def radius_failure_bound(groups: int, rounds: int, beta: float) -> float:
     min(1, groups * rounds * beta) (docs/privacy.md, "Robust calibration over an L1 ball").
 
     ``groups`` configured groups each publish one radius per learning round, each of which fails
-    with probability <= ``beta`` (core.robust.radius); ``rounds`` is the number of learning
-    rounds whose radii the horizon relies on. No rounds (declared priors): 0.
+    with probability <= ``beta`` (core.learning_radius.radius); ``rounds`` is the number of
+    learning rounds whose radii the horizon relies on. No rounds (declared priors): 0.
     """
-    for name, n in (("groups", groups), ("learning_rounds", rounds)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise PufferfishInputError(name, f"must be an integer >= 0, got {n!r}")
+    groups = _validate.count(groups, "groups")
+    rounds = _validate.count(rounds, "learning_rounds")
     if rounds == 0 or groups == 0:
         return 0.0
     return min(1.0, groups * rounds * _validate.confidence_beta(beta))

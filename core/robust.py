@@ -1,78 +1,27 @@
-"""Robust calibration over an L1 ball around a learned law (issue 15).
+"""Calibration for laws known up to an L1 ball around them (docs/privacy.md, "Robust
+calibration over an L1 ball").
 
-A learned group law P_hat is a DP estimate of the group's true law P. ``radius`` gives a public
-r with Pr(|P - P_hat|_1 > r) <= beta (docs/privacy.md, "Robust calibration over an L1 ball");
-``robust_exact`` gives the smallest theta whose exact two-sided loss is <= eps for every law in
-the ball(s) (core.auditor robust mode). Everything here is a function of public quantities.
+A learned group law is a DP estimate, published with a public radius (core.learning_radius).
+Here: theta valid for every law within that radius. ``robust_exact`` is the smallest theta whose
+exact two-sided loss is <= eps for every law in the ball(s) (core.auditor robust mode, searched
+by core.exact_search); ``worst_case_theta`` and ``reach_spread`` are Proposition 1 over the
+points and couplings the balls reach. eps is validated by the caller (core.policy.calibrate);
+everything here is a function of public quantities.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import gamma
 
 from core import _validate
 from core._validate import FloatArray
-from core.auditor import Balls, PairAuditor, ball_support, extreme_weights
+from core.auditor import WHOLE, Balls, PairAuditor, ball_support, extreme_weights
 from core.distribution import Distribution
-from core.errors import PufferfishInputError
+from core.exact_search import exact_theta, smallest_passing_theta
 from core.kantorovich import MASS_TOL
-from core.learning import SENSITIVITY, SHARE_UNITS, HistogramLearner
-from core.policy import Calibration
-
-WHOLE = 2.0  # L1 diameter of the simplex: a ball of radius >= 2 holds every law
-_QUANTILE_SLACK = 1.0 + 1e-9  # scipy's Gamma quantile is accurate to ~1e-14; keep it valid
-
-
-@dataclass(frozen=True, slots=True)
-class Radius:
-    """r: L1 radius around the published law (<= 2). void: the noisy mass is <= tail, so the
-    data says nothing the floor does not (keep the previous law and radius). tail: the 1 - beta
-    bound on the L1 norm of the noise, in users."""
-
-    r: float
-    void: bool
-    tail: float
-
-
-def noise_l1_tail(k: int, epsilon_learn: float, beta: float) -> float:
-    """T (users) with Pr(|Z|_1 > T) <= beta for K bins of the learner's discrete Laplace noise.
-
-    Each bin's |Z| (Pr[Z = z] ~ e^{-|z|/t} on the integers, t = 2/eps * 2**16 units) is
-    stochastically below ceil(E) <= E + 1 with E ~ Exp(t): Pr(|Z| >= m) = 2 q^m / (1 + q) <=
-    q^{m-1} = Pr(E > m - 1) for m >= 1, q = e^{-1/t}. So |Z|_1 <= Gamma(K, t) + K (coupling),
-    and T = (t * Gamma(K, 1)^{-1}(1 - beta) + K) / 2**16.
-    """
-    kk = _bins(k)
-    e = _validate.epsilon(epsilon_learn, "epsilon_learn")
-    b = _validate.confidence_beta(beta)
-    t_units: float = SENSITIVITY / e * SHARE_UNITS
-    quantile: float = float(gamma.isf(b, kk)) * _QUANTILE_SLACK
-    tail: float = (t_units * quantile + kk) / SHARE_UNITS
-    return tail
-
-
-def radius(noisy_mass: float, k: int, epsilon_learn: float, floor: float, beta: float) -> Radius:
-    """Public L1 radius of a learned law (``HistogramLearner`` with these settings).
-
-    On the event |Z|_1 <= T (probability >= 1 - beta), with h the true sums, c the clipped noisy
-    bins, C = sum c >= noisy mass (clipping only raises bins) and H = sum h:
-    |c/C - h/H|_1 <= |c - h|_1 / C + |C - H| / C <= 2 |Z|_1 / C <= 2 T / noisy_mass
-    (|c_j - h_j| <= |Z_j| because h_j >= 0); the floor adds alpha |u - P|_1 <= 2 alpha (K-1)/K:
-    r = (1 - alpha) min(2, 2 T / noisy_mass) + 2 alpha (K - 1) / K. void when noisy_mass <= T.
-    """
-    kk = _bins(k)
-    mass = _validate.real(noisy_mass, "noisy_mass")
-    alpha = _validate.probability(floor, "prior_floor")
-    tail = noise_l1_tail(kk, epsilon_learn, beta)
-    void = mass <= tail
-    data = WHOLE if void else min(WHOLE, 2.0 * tail / mass)
-    r = (1.0 - alpha) * data + 2.0 * alpha * (kk - 1) / kk
-    return Radius(r=min(WHOLE, r), void=void, tail=tail)
+from core.vocabulary import Derivation
 
 
 def worst_case_theta(
@@ -82,9 +31,8 @@ def worst_case_theta(
     """max |x - x'| / eps over x, x' in the ball supports: passes the exact audit for every
     pair of laws there (Proposition 1: any coupling's spread is at most this). Over the domain
     this is Theorem 3 (max |t| / eps) for (P, delta_0) and the domain's span / eps for (P, Q)."""
-    e = _validate.epsilon(eps)
     (ax, _), (bx, _) = Balls(radius_a, radius_b, domain).supports(a, b)
-    return float(np.max(np.abs(ax[:, None] - bx[None, :]))) / e
+    return float(np.max(np.abs(ax[:, None] - bx[None, :]))) / eps
 
 
 def reach_spread(
@@ -120,7 +68,7 @@ def _one_way(
 def robust_exact(
     a: Distribution, b: Distribution, eps: float,
     radius_a: float = 0.0, radius_b: float = 0.0, domain: Sequence[float] | None = None,
-) -> Calibration:
+) -> Derivation:
     """The smallest theta whose exact two-sided loss is <= eps for every A' in B(A, radius_a)
     and B' in B(B, radius_b) (laws on supp plus ``domain``).
 
@@ -129,23 +77,20 @@ def robust_exact(
     A side is whole when its radius is >= 2 or its ball holds one point; when both are, theta
     is the worst case over the domain itself (no search), named so in ``theorem``.
     """
-    from core.calibrators import _smallest_passing_theta, exact_theta
-
-    e = _validate.epsilon(eps)
     balls = Balls(radius_a, radius_b, domain)
     ra, rb = balls.radius_a, balls.radius_b
     if not balls.robust:
-        return Calibration(exact_theta(a, b, e), e, "exact", "priors", "exact audit (ERRATA)")
+        return Derivation(exact_theta(a, b, eps), "exact audit (ERRATA)")
     (ax, _), (bx, _) = balls.supports(a, b)
-    upper = worst_case_theta(a, b, e, ra, rb, domain)
+    upper = worst_case_theta(a, b, eps, ra, rb, domain)
     whole = (ra >= WHOLE or ax.size == 1) and (rb >= WHOLE or bx.size == 1)
     if whole:
-        return Calibration(upper, e, "exact", "priors", "worst case over the domain (radius >= 2)")
-    theorem = "exact audit over the L1 ball (issue 15)"
+        return Derivation(upper, "worst case over the domain (radius >= 2)")
+    theorem = "exact audit over the L1 ball"
     auditor = PairAuditor(a, b, min(ra, WHOLE), min(rb, WHOLE), domain)
-    if max(auditor.noiseless) <= e:
-        return Calibration(0.0, e, "exact", "priors", theorem)
-    return Calibration(_smallest_passing_theta(auditor, upper, e), e, "exact", "priors", theorem)
+    if max(auditor.noiseless) <= eps:
+        return Derivation(0.0, theorem)
+    return Derivation(smallest_passing_theta(auditor, upper, eps), theorem)
 
 
 def worst_presence_law(
@@ -157,52 +102,3 @@ def worst_presence_law(
     xs, ps = ball_support(law, r, domain)
     probs = extreme_weights(ps, r, np.abs(xs)[None, :], True)[0]
     return Distribution.from_points(xs.tolist(), (probs / probs.sum()).tolist())
-
-
-def _bins(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or int(k) < 1:
-        raise PufferfishInputError("k", f"must be an int >= 1, got {k!r}")
-    return int(k)
-
-
-
-
-RoundStatus = Literal["learned", "low_mass", "void"]
-
-
-@dataclass(frozen=True, slots=True)
-class RoundLaw:
-    """One group's law after a learning round, with its public radius.
-
-    status: "learned" (a new law and its radius), "low_mass" (noisy mass below learn_min_mass)
-    or "void" (noisy mass <= the noise tail T: the radius bound says nothing) -- in both of
-    the latter the previous law and radius are kept (docs/privacy.md, "Robust calibration over
-    an L1 ball").
-    """
-
-    law: Distribution
-    radius: float
-    status: RoundStatus
-
-
-def robust_round(
-    learner: HistogramLearner,
-    sums: Mapping[str, Sequence[int]],
-    laws: Mapping[str, Distribution],
-    radii: Mapping[str, float],
-    beta: float,
-) -> dict[str, RoundLaw]:
-    """One learning round (``learner.draw``, charged epsilon_learn) plus each law's radius."""
-    out: dict[str, RoundLaw] = {}
-    k = len(learner.domain)
-    for group, got in learner.draw(sums, laws).items():
-        previous = RoundLaw(laws[group], radii.get(group, WHOLE), "low_mass")
-        if got.kept:
-            out[group] = previous
-            continue
-        bound = radius(got.noisy_mass, k, learner.epsilon_learn, learner.floor, beta)
-        if bound.void:
-            out[group] = RoundLaw(previous.law, previous.radius, "void")
-        else:
-            out[group] = RoundLaw(got.law, bound.r, "learned")
-    return out

@@ -8,7 +8,6 @@ from pydantic import ConfigDict, field_validator
 
 from core import _validate
 from core.distribution import Distribution, point_zero
-from core.errors import PufferfishInputError
 
 
 class User(_validate.InputModel):
@@ -41,14 +40,11 @@ class MultiUserSystem(_validate.InputModel):
     @field_validator("users")
     @classmethod
     def _not_empty(cls, value: tuple[User, ...]) -> tuple[User, ...]:
-        if not value:
-            raise PufferfishInputError("users", "must not be empty")
+        _validate.non_empty(value, "users")
         return value
 
     def _index(self, i: int) -> int:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.users):
-            raise PufferfishInputError("i", f"must be a user index in [0, {len(self.users)})")
-        return i
+        return _validate.index(i, len(self.users), "i")
 
     def rest_law(self, i: int) -> Distribution:
         """Law of f(D_{-i}): the sum of every other user, all present."""

@@ -15,8 +15,8 @@ from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
 from core.kantorovich import delta_star, monotone_plan, plan_spread
-from core.policy import Calibration
 from core.system import MultiUserSystem, User
+from core.vocabulary import Derivation as Calibration
 from reproduce import paper_values as pv
 from reproduce.grids import figure_grid, printed_on
 from reproduce.results import Curve, CurveFigure, PlanFigure, TableCheck

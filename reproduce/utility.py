@@ -15,7 +15,7 @@ from functools import partial
 from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from core.policy import Calibration
+from core.vocabulary import Derivation as Calibration
 from reproduce import paper_values as pv
 from reproduce.experiments import BERN_P, BERN_Q, P4, Q4, USER4, Pair, toy_system
 from reproduce.results import UtilityRow

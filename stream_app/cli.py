@@ -92,7 +92,7 @@ def _print_json(result: dict[str, Any]) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     spec = _load_spec(args.spec)  # before the (slow, scipy) import: bad files fail fast
-    from core.spec import calibrate_spec
+    from core.spec_calibration import calibrate_spec
 
     _print_json(calibrate_spec(spec, args.epsilon))
     return 0

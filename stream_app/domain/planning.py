@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from core.errors import PufferfishInputError
+from core.learning_radius import noise_l1_tail
 from core.plan import Schedule, budget_schedule, radius_failure_bound
-from core.robust import noise_l1_tail
 from stream_app.domain.priors import checked_start, learner_for, plan_for
 from stream_app.settings import Settings, load_settings
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import _validate
+from core.auditor import WHOLE
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
 from core.learning import HistogramLearner, uniform
 from core.plan import ReleasePlan, release_plan
-from core.policy import PairKind
-from core.robust import WHOLE
+from core.vocabulary import PairKind
 from stream_app.settings import Settings
 
 FALLBACK_GROUP = "default"

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from core.budget import Accountant
+from core.learning_radius import RoundLaw
 from core.plan import ReleasePlan
-from core.robust import RoundLaw
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.settings import Settings
 

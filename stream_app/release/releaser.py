@@ -19,9 +19,9 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
+from core.learning_radius import robust_round
 from core.noise import discrete_laplace_units, exact_float
 from core.plan import ReleasePlan, rounds_due
-from core.robust import robust_round
 from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.domain.priors import PublicPriors, learner_for, plan_for
 from stream_app.metrics import Metrics

@@ -26,7 +26,7 @@ from pydantic_settings import (
 )
 
 from core.noise import grid_contains
-from core.policy import STREAM_RULES, PairKind, Rule
+from core.vocabulary import STREAM_RULES, PairKind, Rule
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {

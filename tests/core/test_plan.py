@@ -29,7 +29,7 @@ from core.plan import (
     release_plan,
     rounds_due,
 )
-from core.policy import STREAM_RULES, PairKind, Rule
+from core.vocabulary import STREAM_RULES, PairKind, Rule
 from tests.core.test_policy import brute_loss
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)

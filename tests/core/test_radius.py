@@ -1,4 +1,4 @@
-"""core.robust.radius: the public L1 radius of a learned law (issue 15), by simulation.
+"""core.learning_radius.radius: the public L1 radius of a learned law, by simulation.
 
 The claims: Pr(|Z|_1 > T) <= beta for the learner's discrete Laplace noise on K bins, and the
 true law of a group lies within r of the published one in at least a 1 - beta fraction of
@@ -17,7 +17,7 @@ import pytest
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
 from core.learning import SHARE_UNITS, HistogramLearner, user_share
-from core.robust import noise_l1_tail, radius
+from core.learning_radius import noise_l1_tail, radius
 
 SIGMAS = 5  # a correct implementation fails a frequency check below at p < ~1e-6
 

@@ -1,5 +1,5 @@
-"""Robust calibration over an L1 ball (issue 15): core.robust, core.auditor robust mode,
-core.policy robust entries, core.plan radii.
+"""Robust calibration over an L1 ball: core.robust, core.auditor robust mode, core.policy
+robust entries, core.plan radii.
 
 Expected values never come from the code under test: a brute force (dense grid of y plus an LP
 over each ball with scipy.optimize.linprog), the plain exact audit of laws drawn inside the
@@ -22,8 +22,9 @@ from core.distribution import Distribution
 from core.errors import PufferfishInputError
 from core.kantorovich import plan_spread
 from core.plan import release_plan
-from core.policy import TABLE, PairKind, Rule, calibrate
+from core.policy import TABLE, calibrate
 from core.robust import reach_spread, robust_exact, worst_presence_law
+from core.vocabulary import PairKind, Rule
 
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLACK = 1 + 1e-9

@@ -18,8 +18,9 @@ from core.auditor import audit
 from core.distribution import Distribution
 from core.kantorovich import plan_spread
 from core.plan import release_plan
-from core.policy import PairKind, Rule, calibrate
+from core.policy import calibrate
 from core.robust import worst_case_theta
+from core.vocabulary import PairKind, Rule
 
 SLACK = 1 + 1e-9
 LP_TOL = 1e-9  # a coupled level interval shorter than this counts as none

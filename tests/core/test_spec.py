@@ -1,4 +1,5 @@
-"""core/spec.py: parsing, rule mapping and the audited loss of every emitted theta.
+"""core/spec.py and core/spec_calibration.py: parsing, rule mapping and the audited loss of
+every emitted theta.
 
 Expected thetas are by hand from the theorems; losses are checked against a dense grid of
 outputs written here (not core.auditor).
@@ -7,6 +8,8 @@ outputs written here (not core.auditor).
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -14,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import PufferfishInputError
-from core.spec import audit_spec, calibrate_spec, parse_spec
+from core.spec import audit_spec, parse_spec
+from core.spec_calibration import calibrate_spec
 from tests.oracles import grid_loss
 
 EPS = 0.5
@@ -219,3 +223,17 @@ def test_bernoulli_change_rules_pass_on_own_pair_and_priors(
     assert grid_loss(bern(p), bern(q), result["theta"]) <= eps + 1e-9
     if rule == "relaxed":
         assert result["loss_priors"] <= eps + 1e-9
+
+
+def test_parsing_and_auditing_a_spec_load_no_scipy() -> None:
+    """`pufferfish audit` starts without scipy (~0.5 s): core.spec needs the vocabulary only;
+    core.spec_calibration (the calibrators) is what loads it."""
+    code = (
+        "import sys; from core.spec import audit_spec, parse_spec; "
+        "audit_spec({'pair': 'value_presence', 'a': 3}, 6.0); "
+        "assert not any(m.startswith('scipy') for m in sys.modules), 'scipy loaded'; "
+        "import core.spec_calibration; assert 'scipy' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

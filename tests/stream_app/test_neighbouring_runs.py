@@ -20,7 +20,7 @@ import pytest
 
 from core.distribution import Distribution
 from core.plan import release_plan
-from core.policy import PairKind, Rule
+from core.vocabulary import PairKind, Rule
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 from tests.kafka_helpers import consume_all, json_values

@@ -16,7 +16,7 @@ import pytest
 from core.auditor import audit
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
-from core.policy import PairKind, Rule
+from core.vocabulary import PairKind, Rule
 from stream_app.domain.priors import (
     FALLBACK_GROUP,
     checked_start,
