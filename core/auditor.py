@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import _validate
-from core._validate import FloatArray
+from core import validation
 from core.distribution import Distribution
+from core.validation import FloatArray
 
 _SAFE_SUM = 1e-250
 
@@ -214,8 +214,8 @@ class Balls:
     domain: Sequence[float] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "radius_a", _validate.radius(self.radius_a, "radius_a"))
-        object.__setattr__(self, "radius_b", _validate.radius(self.radius_b, "radius_b"))
+        object.__setattr__(self, "radius_a", validation.radius(self.radius_a, "radius_a"))
+        object.__setattr__(self, "radius_b", validation.radius(self.radius_b, "radius_b"))
 
     @property
     def robust(self) -> bool:
@@ -234,7 +234,7 @@ def ball_support(law: Distribution, radius: float, domain: Sequence[float] | Non
     if radius == 0.0:
         return law.positive_arrays()
     xs, ps = law.arrays()
-    extra = np.zeros(0) if domain is None else _validate.finite_vector(list(domain), "domain")
+    extra = np.zeros(0) if domain is None else validation.finite_vector(list(domain), "domain")
     points = np.union1d(xs, extra)
     probs = np.zeros(points.size)
     probs[np.searchsorted(points, xs)] = ps
@@ -312,7 +312,7 @@ def audit(
     B' within radius_b of B (laws on supp(center) plus ``domain``; module docstring). At
     theta = 0 the robust mode returns an upper bound (max A'(x) / min B'(x) pointwise).
     """
-    th = _validate.theta(theta)
+    th = validation.theta(theta)
     auditor = PairAuditor(a, b, radius_a, radius_b, domain)
     if th == 0.0:
         forward, reverse = auditor.noiseless

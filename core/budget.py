@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from core import _validate
+from core import validation
 from core.errors import PufferfishError
 
 
@@ -57,9 +57,9 @@ def _fraction_text(value: Fraction) -> str:
 
 def composition_charge(spread: float, theta: float, epsilon: float) -> float:
     """Budget charge of one release: max(epsilon, spread / theta); inf means refuse."""
-    spread = _validate.nonnegative(spread, "spread")
-    epsilon = _validate.positive(epsilon, "epsilon")
-    theta = _validate.nonnegative_number(theta, "theta")
+    spread = validation.nonnegative(spread, "spread")
+    epsilon = validation.positive(epsilon, "epsilon")
+    theta = validation.nonnegative_number(theta, "theta")
     if theta == 0:
         return epsilon if spread == 0 else math.inf
     return max(epsilon, spread / theta)
@@ -69,7 +69,7 @@ class Accountant:
     """Sequential-composition accountant: refuses any charge that would exceed ``total``."""
 
     def __init__(self, total: float) -> None:
-        self.total = _validate.nonnegative(total, "total")
+        self.total = validation.nonnegative(total, "total")
         self._total = _decimal(self.total)
         self._spent = Fraction(0)
         self.charges: list[float] = []
@@ -88,7 +88,7 @@ class Accountant:
 
     def _checked_charge(self, eps: float) -> Fraction | None:
         """The exact charge, or None when it is infinite (always refused)."""
-        eps = _validate.positive_number(eps, "eps")
+        eps = validation.positive_number(eps, "eps")
         return None if math.isinf(eps) else _decimal(eps)
 
     def can_spend(self, eps: float) -> bool:
@@ -117,8 +117,8 @@ class Accountant:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Accountant:
         """Rebuild from ``to_dict`` output; every inconsistency is a PufferfishInputError
-        (core._validate.budget_record)."""
-        total, charges, spent = _validate.budget_record(data, _decimal)
+        (core.validation.budget_record)."""
+        total, charges, spent = validation.budget_record(data, _decimal)
         accountant = cls(total)
         accountant._spent = spent
         accountant.charges = charges

@@ -15,11 +15,11 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from core import _validate
-from core._validate import FloatArray
+from core import validation
 from core.distribution import Distribution
 from core.exact_search import exact_theta
 from core.kantorovich import plan_spread
+from core.validation import FloatArray
 from core.vocabulary import Derivation
 
 _BRENT_RTOL = 4.0 * float(np.finfo(np.float64).eps)
@@ -110,7 +110,7 @@ def distribution_change_binary_relaxed(
     """
     pp, qq = p.bernoulli_p(), q.bernoulli_p()
     rx, rp = rest.positive_arrays()
-    _validate.integer_lattice(rx, "rest")
+    validation.integer_lattice(rx, "rest")
     theorem = "Lemma SuffCondSPQBinaryRelax (corrected)"
     if pp == qq:
         return Derivation(0.0, theorem)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from core import _validate
+from core import validation
 from core.auditor import AuditResult, audit
 from core.distribution import Distribution
 
@@ -53,7 +53,7 @@ from core.distribution import Distribution
 def combined_scale(thetas: Sequence[float]) -> float:
     """theta* = 1 / sum_t 1/theta_t: the one-release scale equivalent to releases of one x at
     scales theta_t (0 when any theta_t is 0: that release shows x itself)."""
-    scales = _validate.thetas(thetas)
+    scales = validation.thetas(thetas)
     if any(th == 0.0 for th in scales):
         return 0.0
     return 1.0 / math.fsum(1.0 / th for th in scales)
@@ -68,6 +68,6 @@ def persistent_audit(a: Distribution, b: Distribution, thetas: Sequence[float]) 
 def tfold_loss(a: Distribution, b: Distribution, theta: float, releases: int) -> float:
     """sup_y |log P(y | x ~ a) / P(y | x ~ b)| for T = ``releases`` Laplace(theta) releases of
     one persistent x: the one-release exact loss at theta / T."""
-    th = _validate.theta(theta)
-    t = _validate.releases(releases)
+    th = validation.theta(theta)
+    t = validation.releases(releases)
     return audit(a, b, th / t).loss

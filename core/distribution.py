@@ -10,14 +10,14 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import ConfigDict, model_validator
 
-from core import _validate
-from core._validate import FloatArray
+from core import validation
+from core.validation import FloatArray
 
 # Sums of float support points closer than this (relative) are the same point.
 MERGE_RTOL = 1e-12
 
 
-class Distribution(_validate.InputModel):
+class Distribution(validation.InputModel):
     """Law of one real random variable with finite support.
 
     Support is sorted and distinct; probabilities are >= 0 and sum to 1 (checked to 1e-9,
@@ -36,8 +36,8 @@ class Distribution(_validate.InputModel):
     def _normalise(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        _validate.present(data, ("support", "probs"), "is required")
-        xs, ps = _validate.support_and_probs(data["support"], data["probs"])
+        validation.present(data, ("support", "probs"), "is required")
+        xs, ps = validation.support_and_probs(data["support"], data["probs"])
         return {"support": tuple(xs.tolist()), "probs": tuple(ps.tolist())}
 
     def __eq__(self, other: object) -> bool:
@@ -69,19 +69,19 @@ class Distribution(_validate.InputModel):
     @classmethod
     def from_counts(cls, values: Sequence[float], counts: Sequence[float]) -> Distribution:
         """A histogram: distinct values and non-negative counts with a positive total."""
-        xs, cs = _validate.values_and_counts(values, counts)
+        xs, cs = validation.values_and_counts(values, counts)
         return cls(support=xs.tolist(), probs=(cs / cs.sum()).tolist())
 
     @classmethod
     def bernoulli(cls, p: float) -> Distribution:
         """Pr(1) = p, Pr(0) = 1 - p (both points kept even when p is 0 or 1)."""
-        prob = _validate.probability(p, "p")
+        prob = validation.probability(p, "p")
         return cls(support=(0.0, 1.0), probs=(1.0 - prob, prob))
 
     @classmethod
     def point(cls, a: float) -> Distribution:
         """The point mass at a."""
-        return cls(support=(_validate.real(a, "a"),), probs=(1.0,))
+        return cls(support=(validation.real(a, "a"),), probs=(1.0,))
 
     @property
     def _xs(self) -> FloatArray:
@@ -122,13 +122,13 @@ class Distribution(_validate.InputModel):
 
     def bernoulli_p(self) -> float:
         """Pr(1) of a distribution on {0, 1}; refuses any other distribution."""
-        _validate.bernoulli(self.positive_support(), "distribution", "for this rule")
+        validation.bernoulli(self.positive_support(), "distribution", "for this rule")
         return self.prob(1.0)
 
     # -- operations ---------------------------------------------------------------------
     def shift(self, a: float) -> Distribution:
         """Law of X + a."""
-        return Distribution(support=(self._xs + _validate.real(a, "a")).tolist(), probs=self.probs)
+        return Distribution(support=(self._xs + validation.real(a, "a")).tolist(), probs=self.probs)
 
     def convolve(self, other: Distribution) -> Distribution:
         """Law of X + Y for independent X ~ self, Y ~ other (equal sums merged)."""

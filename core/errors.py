@@ -2,7 +2,7 @@
 
 Every exception core raises derives from ``PufferfishError``, so a caller can catch the
 product's errors apart from Python's own. Bad input is ``PufferfishInputError`` (also a
-ValueError), whatever module refuses it; the checks themselves live in core/_validate.py.
+ValueError), whatever module refuses it; the checks themselves live in core/validation.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from core import _validate
+from core import validation
 from core.distribution import Distribution
 from core.noise import sample_discrete_laplace
 
@@ -57,7 +57,7 @@ def user_shares(counts: np.ndarray) -> np.ndarray:
     rounding, equal remainders in index order (a stable sort of the negated remainders).
     Rows whose entries or total reach ``SHARES_COUNT_LIMIT`` are refused (PufferfishInputError,
     a ValueError): the caller uses ``user_share`` for those."""
-    c, totals = _validate.histogram_rows(counts, SHARES_COUNT_LIMIT)
+    c, totals = validation.histogram_rows(counts, SHARES_COUNT_LIMIT)
     n, k = c.shape
     if n == 0:
         return c.copy()
@@ -90,9 +90,9 @@ class HistogramLearner:
     min_mass: float  # a group whose noisy mass (in users) is below this keeps its law
 
     def __post_init__(self) -> None:
-        _validate.epsilon(self.epsilon_learn, "epsilon_learn")
-        _validate.probability(self.floor, "prior_floor")
-        _validate.real(self.min_mass, "learn_min_mass")
+        validation.epsilon(self.epsilon_learn, "epsilon_learn")
+        validation.probability(self.floor, "prior_floor")
+        validation.real(self.min_mass, "learn_min_mass")
 
     def charge(self) -> float:
         return self.epsilon_learn

@@ -14,7 +14,7 @@ from typing import Literal
 
 from scipy.stats import gamma
 
-from core import _validate
+from core import validation
 from core.auditor import WHOLE
 from core.distribution import Distribution
 from core.learning import SENSITIVITY, SHARE_UNITS, HistogramLearner
@@ -41,9 +41,9 @@ def noise_l1_tail(k: int, epsilon_learn: float, beta: float) -> float:
     q^{m-1} = Pr(E > m - 1) for m >= 1, q = e^{-1/t}. So |Z|_1 <= Gamma(K, t) + K (coupling),
     and T = (t * Gamma(K, 1)^{-1}(1 - beta) + K) / 2**16.
     """
-    kk = _validate.bins(k)
-    e = _validate.epsilon(epsilon_learn, "epsilon_learn")
-    b = _validate.confidence_beta(beta)
+    kk = validation.bins(k)
+    e = validation.epsilon(epsilon_learn, "epsilon_learn")
+    b = validation.confidence_beta(beta)
     t_units: float = SENSITIVITY / e * SHARE_UNITS
     quantile: float = float(gamma.isf(b, kk)) * _QUANTILE_SLACK
     tail: float = (t_units * quantile + kk) / SHARE_UNITS
@@ -59,9 +59,9 @@ def radius(noisy_mass: float, k: int, epsilon_learn: float, floor: float, beta: 
     (|c_j - h_j| <= |Z_j| because h_j >= 0); the floor adds alpha |u - P|_1 <= 2 alpha (K-1)/K:
     r = (1 - alpha) min(2, 2 T / noisy_mass) + 2 alpha (K - 1) / K. void when noisy_mass <= T.
     """
-    kk = _validate.bins(k)
-    mass = _validate.real(noisy_mass, "noisy_mass")
-    alpha = _validate.probability(floor, "prior_floor")
+    kk = validation.bins(k)
+    mass = validation.real(noisy_mass, "noisy_mass")
+    alpha = validation.probability(floor, "prior_floor")
     tail = noise_l1_tail(kk, epsilon_learn, beta)
     void = mass <= tail
     data = WHOLE if void else min(WHOLE, 2.0 * tail / mass)

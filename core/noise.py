@@ -25,7 +25,7 @@ Remaining limits, stated plainly:
   theta), so its running time is a side channel on the noise (not directly on the value). A
   remote observer who can time releases precisely learns something about Z.
 * Cost: the expected time is O(1) iterations, but the integers grow with log2(theta/g);
-  theta/g is limited to 2**MAX_SCALE_LOG2 (core/_validate.py) so a huge theta cannot stall
+  theta/g is limited to 2**MAX_SCALE_LOG2 (core/validation.py) so a huge theta cannot stall
   the service.
 * Exactness of the input: the caller must pass the true sum. Sums of doubles that are
   multiples of g are exact while |sum| < 2**(53 + grid_log2) (8.8e12 for grid_log2 = -10);
@@ -46,7 +46,7 @@ import secrets
 from collections.abc import Iterable
 from fractions import Fraction
 
-from core import _validate
+from core import validation
 
 # every integer of magnitude <= 2**53 is a double; 2**53 + 1 is the first one that is not
 MAX_EXACT_UNITS = 2**53
@@ -67,7 +67,7 @@ def _bernoulli_exp_neg_at_most_one(gamma: Fraction) -> bool:
 
 def bernoulli_exp_neg(gamma: Fraction) -> bool:
     """Exact Bernoulli(exp(-gamma)) for any rational gamma >= 0 (CKS20 Algorithm 1)."""
-    gamma = _validate.exponent(gamma)
+    gamma = validation.exponent(gamma)
     whole = math.floor(gamma)
     for _ in range(whole):
         if not _bernoulli_exp_neg_at_most_one(Fraction(1)):
@@ -85,7 +85,7 @@ def _geometric_exp_neg_one() -> int:
 
 def sample_discrete_laplace(scale: Fraction) -> int:
     """Exact Z with Pr[Z = z] ∝ exp(-|z| / scale), scale a positive rational (CKS20 Alg. 2)."""
-    scale = _validate.sampler_scale(scale)
+    scale = validation.sampler_scale(scale)
     t, s = scale.numerator, scale.denominator  # scale = t / s
     while True:
         u = secrets.randbelow(t)
@@ -100,18 +100,18 @@ def sample_discrete_laplace(scale: Fraction) -> int:
 
 
 def _grid(grid_log2: int) -> Fraction:
-    return Fraction(2) ** _validate.grid_log2(grid_log2)
+    return Fraction(2) ** validation.grid_log2(grid_log2)
 
 
 def grid_contains(values: Iterable[float], grid_log2: int) -> bool:
     """True when every value is a finite real number and an exact multiple of 2**grid_log2."""
     grid = _grid(grid_log2)
-    return all(_validate.is_multiple(v, grid) for v in values)
+    return all(validation.is_multiple(v, grid) for v in values)
 
 
 def _scale(theta: object, grid_log2: int) -> Fraction:
     """theta / g as an exact positive Fraction (0 for theta 0), with the grid-safety checks."""
-    return _validate.noise_scale(theta, _validate.grid_log2(grid_log2))
+    return validation.noise_scale(theta, validation.grid_log2(grid_log2))
 
 
 def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> int:
@@ -121,7 +121,7 @@ def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> in
     (any size; it never goes through a float), the result is an integer too. ``theta == 0``
     returns ``units`` unchanged (only for a calibrated theta of 0).
     """
-    units = _validate.integer(units, "units")
+    units = validation.integer(units, "units")
     scale = _scale(theta, grid_log2)
     if scale == 0:
         return units
@@ -131,7 +131,7 @@ def discrete_laplace_units(units: int, theta: float, grid_log2: int = -10) -> in
 def exact_float(units: int, grid_log2: int) -> float | None:
     """``units * 2**grid_log2`` as a float when |units| <= MAX_EXACT_UNITS (every such value is
     exactly a double), else None: the caller refuses rather than publish a rounded value."""
-    units = _validate.integer(units, "units")
+    units = validation.integer(units, "units")
     grid = _grid(grid_log2)
     if abs(units) > MAX_EXACT_UNITS:
         return None
@@ -145,9 +145,9 @@ def secure_laplace_release(value: float, theta: float, grid_log2: int = -10) -> 
     sensitivity). ``theta == 0`` returns the value unchanged (only for a calibrated theta of 0).
     """
     grid = _grid(grid_log2)
-    value = _validate.exact_real(value, "value")
+    value = validation.exact_real(value, "value")
     scale = _scale(theta, grid_log2)
-    value = _validate.on_grid(value, grid_log2)
+    value = validation.on_grid(value, grid_log2)
     if scale == 0:
         return float(value)
     exact = Fraction(value) + grid * sample_discrete_laplace(scale)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core import _validate
+from core import validation
 from core.budget import Accountant, composition_charge
 from core.distribution import Distribution, point_zero
 from core.kantorovich import plan_spread
@@ -141,7 +141,7 @@ def release_plan(
     domain already; pass the domain for declared laws). With radii, the spread that the
     charge uses is the sup of the plan spread over the balls (core.robust.reach_spread).
     """
-    radii = _validate.group_radii(laws, radii)
+    radii = validation.group_radii(laws, radii)
     wanted = set(pairs)
     kinds = [k for k in PairKind if k in wanted]
     points = _domain(laws, domain)
@@ -179,7 +179,7 @@ def _domain(
 ) -> tuple[float, ...]:
     if domain is None:
         return tuple(sorted({x for law in laws.values() for x in law.support}))
-    return tuple(sorted(set(_validate.finite_vector(list(domain), "domain").tolist())))
+    return tuple(sorted(set(validation.finite_vector(list(domain), "domain").tolist())))
 
 
 @dataclass(frozen=True)
@@ -240,8 +240,8 @@ def radius_failure_bound(groups: int, rounds: int, beta: float) -> float:
     with probability <= ``beta`` (core.learning_radius.radius); ``rounds`` is the number of
     learning rounds whose radii the horizon relies on. No rounds (declared priors): 0.
     """
-    groups = _validate.count(groups, "groups")
-    rounds = _validate.count(rounds, "learning_rounds")
+    groups = validation.count(groups, "groups")
+    rounds = validation.count(rounds, "learning_rounds")
     if rounds == 0 or groups == 0:
         return 0.0
-    return min(1.0, groups * rounds * _validate.confidence_beta(beta))
+    return min(1.0, groups * rounds * validation.confidence_beta(beta))

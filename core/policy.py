@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from core import _validate, calibrators, robust
+from core import calibrators, robust, validation
 from core.distribution import Distribution, point_zero
 from core.vocabulary import PRIORS, Calibration, Derivation, PairKind, Rule, applicable, rule
 
@@ -33,7 +33,7 @@ def _kantorovich(a: Distribution, b: Distribution, e: float, _rest: Distribution
 
 def _point(law: Distribution, field: str) -> float:
     """The value of a point mass (value pairs are pairs of point masses)."""
-    return _validate.point_mass(law.positive_support(), field)
+    return validation.point_mass(law.positive_support(), field)
 
 
 def _thm1(a: Distribution, b: Distribution, e: float, _rest: Distribution) -> Derivation:
@@ -186,10 +186,10 @@ def calibrate(
     rule is robust over the balls (core.robust.robust_exact), so `exact` keeps its name: with
     a radius it means "exact for every law the published one may stand for".
     """
-    e = _validate.epsilon(eps)
+    e = validation.epsilon(eps)
     how = rule(how)
-    r_first = _validate.radius(radii[0], "radius")
-    r_second = _validate.radius(radii[1], "radius")
+    r_first = validation.radius(radii[0], "radius")
+    r_second = validation.radius(radii[1], "radius")
     applicable(kind, how)
     if r_first > 0.0 or r_second > 0.0:
         if how is Rule.BINARY:  # the binary Lemmas need Bernoulli laws, in the ball too

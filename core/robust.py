@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core import _validate
-from core._validate import FloatArray
+from core import validation
 from core.auditor import WHOLE, Balls, PairAuditor, ball_support, extreme_weights
 from core.distribution import Distribution
 from core.exact_search import exact_theta, smallest_passing_theta
 from core.kantorovich import MASS_TOL
+from core.validation import FloatArray
 from core.vocabulary import Derivation
 
 
@@ -98,7 +98,7 @@ def worst_presence_law(
 ) -> Distribution:
     """The law in B(law, r) (on supp plus domain) with the most mass on large |x|: r/2 moved
     from the smallest |x| to the largest (maximises E[g(|X|)] for every increasing g)."""
-    r = _validate.radius(radius_law, "radius")
+    r = validation.radius(radius_law, "radius")
     xs, ps = ball_support(law, r, domain)
     probs = extreme_weights(ps, r, np.abs(xs)[None, :], True)[0]
     return Distribution.from_points(xs.tolist(), (probs / probs.sum()).tolist())

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core import _validate
+from core import validation
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
 from core.errors import PufferfishInputError
@@ -64,36 +64,36 @@ class SecretSpec:
 
 
 def _distribution(spec: Mapping[str, Any], field: str) -> Distribution:
-    raw = _validate.mapping(spec[field], field, "must be an object {support, probs}")
-    _validate.known(raw, ("support", "probs"), "is not a known field", f"{field}.")
-    _validate.present(raw, ("support", "probs"), "is missing", f"{field}.")
+    raw = validation.mapping(spec[field], field, "must be an object {support, probs}")
+    validation.known(raw, ("support", "probs"), "is not a known field", f"{field}.")
+    validation.present(raw, ("support", "probs"), "is missing", f"{field}.")
     try:
         return Distribution.from_points(raw["support"], raw["probs"])
     except PufferfishInputError as exc:
-        raise _validate.within(field, exc) from None
+        raise validation.within(field, exc) from None
 
 
 def parse_spec(spec: object) -> SecretSpec:
     """Validate a spec dict (see the module docstring)."""
-    spec = _validate.mapping(spec, "spec", "must be a JSON object")
-    _validate.present(spec, ("pair",), "is missing")
-    pair = _validate.choice(spec["pair"], "pair", tuple(PAIR_FIELDS))
+    spec = validation.mapping(spec, "spec", "must be a JSON object")
+    validation.present(spec, ("pair",), "is missing")
+    pair = validation.choice(spec["pair"], "pair", tuple(PAIR_FIELDS))
     kind = None if pair == PRIORS else PairKind(pair)
     how = applicable(kind, DEFAULT_RULE if spec.get("rule") is None else rule(spec["rule"]))
     needs_rest = (kind, how) in RULES_NEEDING_REST
     fields = (*PAIR_FIELDS[pair], *(("rest",) if needs_rest else ()))
-    _validate.known(
+    validation.known(
         spec, {"pair", "rule", *fields}, f"is not a field of a {pair} spec",
         why={"rest": f"is only used by the relaxed rule of distribution_change, not {pair}/{how}"},
     )
-    _validate.present(spec, fields, f"is required for {pair}/{how}")
+    validation.present(spec, fields, f"is required for {pair}/{how}")
 
     if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE):
-        a = _validate.real(spec["a"], "a")
+        a = validation.real(spec["a"], "a")
         if kind is PairKind.VALUE_PRESENCE:
             return SecretSpec(pair, how, Distribution.point(a), point_zero(), a=a)
-        b = _validate.real(spec["b"], "b")
-        _validate.distinct(b, a, "b", "must differ from a")
+        b = validation.real(spec["b"], "b")
+        validation.distinct(b, a, "b", "must differ from a")
         return SecretSpec(pair, how, Distribution.point(a), Distribution.point(b), a=a, b=b)
     p = _distribution(spec, "P")
     if kind is PairKind.DISTRIBUTION_PRESENCE:
@@ -101,14 +101,14 @@ def parse_spec(spec: object) -> SecretSpec:
     q = _distribution(spec, "Q")
     if (kind, how) in BERNOULLI_RULES:
         for name, dist in (("P", p), ("Q", q)):
-            _validate.bernoulli(dist.positive_support(), name, f"for the {how} rule")
+            validation.bernoulli(dist.positive_support(), name, f"for the {how} rule")
     rest = _distribution(spec, "rest") if needs_rest else None
     return SecretSpec(pair, how, p, q, rest=rest)
 
 
 def audit_spec(spec: object, theta: float) -> dict[str, float]:
     """Exact two-sided loss of theta on the spec's own pair (rule is validated, then unused)."""
-    th = _validate.theta(theta)
+    th = validation.theta(theta)
     parsed = parse_spec(spec)
     result = audit(parsed.first, parsed.second, th)
     return {"loss": result.loss, "forward": result.forward, "reverse": result.reverse}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core import _validate
+from core import validation
 from core.auditor import audit
 from core.budget import composition_charge
 from core.kantorovich import plan_spread
@@ -28,12 +28,12 @@ from core.spec import parse_spec
 def calibrate_spec(spec: object, epsilon: float) -> dict[str, Any]:
     """theta for the spec at epsilon, with the exact audited loss of that theta (one release)
     and the per-release charge under composition (module docstring)."""
-    eps = _validate.epsilon(epsilon)
+    eps = validation.epsilon(epsilon)
     parsed = parse_spec(spec)
     calibration = calibrate(
         parsed.kind, parsed.rule, parsed.first, parsed.second, eps, parsed.rest
     )
-    _validate.finite_theta(
+    validation.finite_theta(
         calibration.theta, f"{parsed.pair}/{parsed.rule} gives no finite theta"
     )
     result: dict[str, Any] = {

@@ -6,11 +6,11 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, field_validator
 
-from core import _validate
+from core import validation
 from core.distribution import Distribution, point_zero
 
 
-class User(_validate.InputModel):
+class User(validation.InputModel):
     """A user present with probability ``zeta`` who reports D_i ~ ``dist`` when present."""
 
     model_config = ConfigDict(frozen=True)
@@ -22,10 +22,10 @@ class User(_validate.InputModel):
     @field_validator("zeta", mode="before")
     @classmethod
     def _zeta_in_unit_interval(cls, value: Any) -> float:
-        return _validate.probability(value, "zeta")
+        return validation.probability(value, "zeta")
 
 
-class MultiUserSystem(_validate.InputModel):
+class MultiUserSystem(validation.InputModel):
     """Users 0..n-1. Priors of X given a secret about user i (eqs P_sa, P_sperp, P_sDi).
 
     Every prior carries the common factor prod_{j != i} zeta_j, which cancels once the prior
@@ -40,11 +40,11 @@ class MultiUserSystem(_validate.InputModel):
     @field_validator("users")
     @classmethod
     def _not_empty(cls, value: tuple[User, ...]) -> tuple[User, ...]:
-        _validate.non_empty(value, "users")
+        validation.non_empty(value, "users")
         return value
 
     def _index(self, i: int) -> int:
-        return _validate.index(i, len(self.users), "i")
+        return validation.index(i, len(self.users), "i")
 
     def rest_law(self, i: int) -> Distribution:
         """Law of f(D_{-i}): the sum of every other user, all present."""

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.errors import PufferfishError
+
 DATA_DIR = Path(__file__).resolve().parent / "uci"
 
 SHA256: dict[str, str] = {
@@ -32,7 +34,7 @@ ADULT_COLUMNS: tuple[str, ...] = (
 ADULT_TEST_FIRST_LINE = "|1x3 Cross validator"
 
 
-class DatasetError(ValueError):
+class DatasetError(PufferfishError, ValueError):
     """A shipped data file is missing, corrupt or malformed; ``field`` names the file."""
 
     def __init__(self, field: str, message: str) -> None:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from core.errors import PufferfishInputError
+from core.errors import PufferfishError, PufferfishInputError
 from stream_app import __version__
 
 PROG = "pufferfish"
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(args_list)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
-    except ValueError as exc:  # PufferfishInputError, and any other bad value
+    except (PufferfishError, ValueError) as exc:  # every project error; any other bad value
         return _fail(str(exc) or type(exc).__name__)
     except RecursionError:
         return _fail("spec: JSON nested too deeply")

@@ -118,10 +118,19 @@ def rule_breaks(imports: Iterable[Import], rules: list[Rule]) -> list[str]:
     return out
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
 def private_imports(imports: Iterable[Import]) -> list[str]:
-    return [f"{i.source}:{i.line} takes {i.name} from {i.target}" for i in imports
-            if i.name is not None and i.name.startswith("_") and not i.name.startswith("__")
-            and i.target != i.source]
+    """Private names taken from another module, and private modules imported from outside
+    their package."""
+    found = [f"{i.source}:{i.line} takes {i.name} from {i.target}" for i in imports
+             if i.name is not None and _private(i.name) and i.target != i.source]
+    found += [f"{i.source}:{i.line} imports the private module {i.target}" for i in imports
+              if i.name is None and _private(i.target.rpartition(".")[2])
+              and not within(i.source, i.target.rpartition(".")[0])]
+    return found
 
 
 def circles(modules: Iterable[str], imports: Iterable[Import]) -> list[list[str]]:
@@ -221,10 +230,12 @@ def test_a_forbidden_import_is_reported() -> None:
 
 def test_a_circle_and_a_private_name_are_reported() -> None:
     broken = [Import("core.a", "core.b", "x", 1), Import("core.b", "core.c", None, 1),
-              Import("core.c", "core.a", "_helper", 3)]
+              Import("core.c", "core.a", "_helper", 3), Import("stream_app.x", "core._y", None, 4),
+              Import("core.d", "core._y", None, 5)]
     assert circles(["core.a", "core.b", "core.c", "core.d"], broken) == [
         ["core.a", "core.b", "core.c"]]
-    assert private_imports(broken) == ["core.c:3 takes _helper from core.a"]
+    assert private_imports(broken) == ["core.c:3 takes _helper from core.a",
+                                       "stream_app.x:4 imports the private module core._y"]
 
 
 def test_the_table_is_read_as_written() -> None:

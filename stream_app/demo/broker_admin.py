@@ -8,11 +8,12 @@ from collections.abc import Mapping
 
 from aiokafka.admin import AIOKafkaAdminClient
 
+from core.errors import PufferfishError
 from stream_app.kafka.topics import TopicSetupError
 from stream_app.kafka.topics import create_topics as _create_topics
 
 
-class BrokerError(RuntimeError):
+class BrokerError(PufferfishError, RuntimeError):
     """The embedded broker could not be found, started, or asked to create topics."""
 
 

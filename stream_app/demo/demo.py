@@ -20,11 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core.errors import PufferfishError
 from stream_app.demo.broker import port_free
 from stream_app.demo.demo_run import PROG, DemoRun
 
 
-class DemoArgumentError(ValueError):
+class DemoArgumentError(PufferfishError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field

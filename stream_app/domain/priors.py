@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import _validate
+from core import validation
 from core.auditor import WHOLE
 from core.distribution import Distribution
 from core.errors import PufferfishInputError
@@ -58,7 +58,7 @@ def load_priors_and_radii(path: Path) -> tuple[dict[str, Distribution], dict[str
             out[str(group)] = Distribution.model_validate(law)
             # >= 2 is the whole simplex: clamped here, so no radius above 2 is ever kept or
             # republished (a PriorsRecord carries radius <= 2)
-            radii[str(group)] = min(_validate.radius(spec.get("radius", 0.0), "radius"), WHOLE)
+            radii[str(group)] = min(validation.radius(spec.get("radius", 0.0), "radius"), WHOLE)
         except PufferfishInputError as exc:
             raise PufferfishInputError(f"priors_file.{group}.{exc.field}", exc.message) from None
     return out, radii

@@ -11,6 +11,8 @@ import json
 
 from pydantic import ValidationError
 
+from core.errors import PufferfishError
+
 MESSAGE_MAX = 120  # a decoder message is short; the bound only keeps a letter small
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
@@ -40,7 +42,7 @@ REJECT_REASONS = (
 IGNORE_REASONS = ("replayed", "late_after_leave")
 
 
-class Rejected(Exception):
+class Rejected(PufferfishError):
     """A record goes to the dead-letter topic with ``reason`` (one of REJECT_REASONS) and an
     optional ``detail`` (what failed, never the record's values)."""
 

@@ -15,12 +15,14 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from core.errors import PufferfishError
+
 # sysexits.h EX_TEMPFAIL: the worker stopped on a write the broker did not acknowledge; its
 # input is processed again from the last committed offsets when it is restarted.
 EXIT_WRITE_NOT_ACKNOWLEDGED = 75
 
 
-class WriteNotAcknowledged(Exception):
+class WriteNotAcknowledged(PufferfishError):
     """A record of the batch (``what``: changelog, dead letter) was not written."""
 
     def __init__(self, what: str, cause: BaseException) -> None:

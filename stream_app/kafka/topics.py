@@ -16,6 +16,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from core.errors import PufferfishError
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.settings import Settings
 
@@ -23,7 +24,7 @@ TOPIC_ALREADY_EXISTS = 36  # Kafka error code
 JOURNAL_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 
 
-class TopicSetupError(RuntimeError):
+class TopicSetupError(PufferfishError, RuntimeError):
     """A topic was refused, is missing after creation, or has the wrong partition count."""
 
 

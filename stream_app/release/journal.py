@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
+from core.errors import PufferfishError
 from stream_app.kafka.aio import within
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.settings import Settings
@@ -30,7 +31,7 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 
-class JournalError(RuntimeError):
+class JournalError(PufferfishError, RuntimeError):
     """A journal could not be read to its end (or a broker call did not answer) in time."""
 
 

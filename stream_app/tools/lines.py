@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
+from core.errors import PufferfishError
 from stream_app.domain.models import Membership, Report
 from stream_app.domain.rejection import json_position
 
@@ -26,7 +27,7 @@ REPORTS, MEMBERSHIP = "reports", "membership"
 MODELS: dict[str, type[BaseModel]] = {REPORTS: Report, MEMBERSHIP: Membership}
 
 
-class LineError(ValueError):
+class LineError(PufferfishError, ValueError):
     """A line that is skipped: ``reason`` is a dead-letter label, the message says why."""
 
     def __init__(self, reason: str, message: str) -> None:
