@@ -27,7 +27,7 @@ FORWARDED: dict[str, tuple[str, str]] = {
     "run": ("stream_app.faust_adapter.runner", "run the streaming service"),
     "plan": ("stream_app.domain.planning", "theta, charge and budget lifetime of a configuration"),
     "demo": ("stream_app.demo.demo", "run the end-to-end demo on an embedded broker"),
-    "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
+    "reproduce": ("pufferfish_paper.cli", "reproduce the paper's figures and tables"),
     "schema": ("stream_app.contracts.schema", "write the topic JSON Schemas + AsyncAPI"),
     "send": ("stream_app.tools.send", "send reports, joins and leaves from a JSONL file or stdin"),
     "tail": ("stream_app.tools.tail", "follow the releases and priors (or deadletter) topics"),

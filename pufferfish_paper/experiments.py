@@ -1,7 +1,7 @@
 """Section 4 and appendix experiments on the paper's 4-user example system.
 
 Every theta comes from core.calibrators and every loss from core.auditor.audit; the
-paper's printed numbers (reproduce.paper_values) are only compared against.
+paper's printed numbers (pufferfish_paper.paper_values) are only compared against.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from core.distribution import Distribution, point_zero
 from core.kantorovich import delta_star, monotone_plan, plan_spread
 from core.policy import Calibration
 from core.system import MultiUserSystem, User
-from reproduce import paper_values as pv
-from reproduce.grids import figure_grid, printed_on
-from reproduce.results import Curve, CurveFigure, PlanFigure, TableCheck
+from pufferfish_paper import paper_values as pv
+from pufferfish_paper.grids import figure_grid, printed_on
+from pufferfish_paper.results import Curve, CurveFigure, PlanFigure, TableCheck
 
 USER4 = 3  # index of the paper's user 4
 

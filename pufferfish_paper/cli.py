@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from reproduce import experiments, plots, report, uci_experiments, uci_inputs, utility
-from reproduce.results import CurveFigure, PlanFigure
+from pufferfish_paper import experiments, plots, report, uci_experiments, uci_inputs, utility
+from pufferfish_paper.results import CurveFigure, PlanFigure
 
 PROG = "pufferfish reproduce"
 QUICK_GRID = 4
