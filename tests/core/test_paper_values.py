@@ -17,7 +17,7 @@ from core.auditor import audit
 from core.distribution import Distribution
 from core.kantorovich import delta_star, monotone_plan, plan_spread
 from core.system import MultiUserSystem, User
-from reproduce.paper_values import BRENT, SPQ_BINARY_RELAX
+from pufferfish_paper.paper_values import BRENT, SPQ_BINARY_RELAX
 
 # The printed pgfplots data of fig:Brent and fig:SuffCondSPQBinaryRelax (one verbatim copy of the
 # .tex, shared with `pufferfish reproduce`; data, not computed by the code under test).

@@ -15,17 +15,17 @@ from functools import partial
 from core import calibrators as cal
 from core.auditor import audit
 from core.distribution import Distribution, point_zero
-from core.vocabulary import Derivation as Calibration
-from reproduce import paper_values as pv
-from reproduce.experiments import BERN_P, BERN_Q, P4, Q4, USER4, Pair, toy_system
-from reproduce.results import UtilityRow
-from reproduce.uci_inputs import pperp_inputs, pqbinary_inputs
+from core.vocabulary import Derivation
+from pufferfish_paper import paper_values as pv
+from pufferfish_paper.experiments import BERN_P, BERN_Q, P4, Q4, USER4, Pair, toy_system
+from pufferfish_paper.results import UtilityRow
+from pufferfish_paper.uci_inputs import pperp_inputs, pqbinary_inputs
 
 UTILITY_EPS: tuple[float, ...] = (0.1, 0.5, 1.0)
 USER_PAIR = "user pair (any population)"
 SYSTEM_PRIORS = "priors of X (this population)"
 
-Rule = tuple[str, Callable[[float], Calibration], str]  # name, calibrator, audited on
+Rule = tuple[str, Callable[[float], Derivation], str]  # name, calibrator, audited on
 
 
 @dataclass

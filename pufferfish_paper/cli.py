@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from reproduce import experiments, plots, report, uci_experiments, uci_inputs, utility
-from reproduce.results import CurveFigure, PlanFigure
+from core.errors import PufferfishError
+from pufferfish_paper import experiments, plots, report, uci_experiments, uci_inputs, utility
+from pufferfish_paper.results import CurveFigure, PlanFigure
 
 PROG = "pufferfish reproduce"
 QUICK_GRID = 4
@@ -21,7 +22,7 @@ QUICK_GRID = 4
 PLAN_EPS = (0.1, 1.0, 10)
 
 
-class UsageError(Exception):
+class UsageError(PufferfishError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field

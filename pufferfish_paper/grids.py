@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reproduce.paper_values import Curve as PrintedCurve
+from pufferfish_paper.paper_values import Curve as PrintedCurve
 
 # Printed eps values are np.linspace rounded to 15 significant digits.
 EPS_MATCH_RTOL = 1e-12

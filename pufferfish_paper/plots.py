@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from reproduce.results import CurveFigure, PlanFigure  # noqa: E402
+from pufferfish_paper.results import CurveFigure, PlanFigure  # noqa: E402
 
 DPI = 110
 

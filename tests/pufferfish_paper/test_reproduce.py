@@ -1,6 +1,6 @@
 """`pufferfish reproduce` end to end: regenerated numbers vs the paper's printed values.
 
-Expected values come from the .tex (reproduce.paper_values, spot-checked by hand below) and
+Expected values come from the .tex (pufferfish_paper.paper_values, spot-checked by hand below) and
 the exact audit is re-done here by an independent plain-numpy evaluation (the sup of the
 likelihood ratio sits at the support points or in the tails, ERRATA last section).
 """
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from reproduce import paper_values as pv
-from reproduce.cli import main
+from pufferfish_paper import paper_values as pv
+from pufferfish_paper.cli import main
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_reproduce")]
@@ -265,7 +265,7 @@ def test_bad_input_one_line_exit_2(argv: list[str], field: str,
 
 
 def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "reproduce", "--out", str(tmp_path),
+    res = subprocess.run([sys.executable, "-m", "pufferfish_paper", "--out", str(tmp_path),
                           "--eps-grid", "-3"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
@@ -289,7 +289,7 @@ def test_full_default_run_under_two_minutes(tmp_path: Path) -> None:
 
 
 def test_quick_and_grid_parsing() -> None:
-    from reproduce.cli import QUICK_GRID, _parse
+    from pufferfish_paper.cli import QUICK_GRID, _parse
 
     assert _parse(["--out", "x", "--quick"]) == (Path("x"), QUICK_GRID)
     assert _parse(["--out", "x"]) == (Path("x"), None)

@@ -14,17 +14,17 @@ import numpy as np
 
 from core import calibrators as cal
 from core.distribution import Distribution, point_zero
-from reproduce import paper_values as pv
-from reproduce.experiments import (
+from pufferfish_paper import paper_values as pv
+from pufferfish_paper.experiments import (
     as_printed_curve,
     binary_lemma_curves,
     exact_thetas,
     losses,
     thetas,
 )
-from reproduce.grids import figure_grid, printed_on
-from reproduce.results import Curve, CurveFigure
-from reproduce.uci_inputs import PperpInput, PQBinaryInput, pperp_inputs, pqbinary_inputs
+from pufferfish_paper.grids import figure_grid, printed_on
+from pufferfish_paper.results import Curve, CurveFigure
+from pufferfish_paper.uci_inputs import PperpInput, PQBinaryInput, pperp_inputs, pqbinary_inputs
 
 PPERP_PRINTED = {
     "adult": pv.UCI_PPERP_ADULT, "student": pv.UCI_PPERP_STUDENT, "bank": pv.UCI_PPERP_BANK,

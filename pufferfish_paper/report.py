@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reproduce.results import Curve, CurveFigure, PlanFigure, TableCheck, UtilityRow
-from reproduce.utility import Example
+from pufferfish_paper.results import Curve, CurveFigure, PlanFigure, TableCheck, UtilityRow
+from pufferfish_paper.utility import Example
 
 
 def _g(x: float) -> str:
@@ -130,8 +130,9 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _prose_sections() -> dict[str, list[str]]:
-    """The fixed prose of the report by section title (reproduce/report_prose.md)."""
-    text = resources.files("reproduce").joinpath("report_prose.md").read_text(encoding="utf-8")
+    """The fixed prose of the report by section title (pufferfish_paper/report_prose.md)."""
+    prose = resources.files("pufferfish_paper").joinpath("report_prose.md")
+    text = prose.read_text(encoding="utf-8")
     sections: dict[str, list[str]] = {}
     for part in text.split("\n## ")[1:]:
         title, _, body = part.partition("\n")

@@ -1,7 +1,7 @@
 """Section 4 and appendix experiments on the paper's 4-user example system.
 
 Every theta comes from core.calibrators and every loss from core.auditor.audit; the
-paper's printed numbers (reproduce.paper_values) are only compared against.
+paper's printed numbers (pufferfish_paper.paper_values) are only compared against.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from core.auditor import audit
 from core.distribution import Distribution, point_zero
 from core.kantorovich import delta_star, monotone_plan, plan_spread
 from core.system import MultiUserSystem, User
-from core.vocabulary import Derivation as Calibration
-from reproduce import paper_values as pv
-from reproduce.grids import figure_grid, printed_on
-from reproduce.results import Curve, CurveFigure, PlanFigure, TableCheck
+from core.vocabulary import Derivation
+from pufferfish_paper import paper_values as pv
+from pufferfish_paper.grids import figure_grid, printed_on
+from pufferfish_paper.results import Curve, CurveFigure, PlanFigure, TableCheck
 
 USER4 = 3  # index of the paper's user 4
 
@@ -48,7 +48,7 @@ def losses(pair: Pair, thetas: np.ndarray) -> np.ndarray:
     return np.array([np.nan if np.isnan(t) else audit(a, b, float(t)).loss for t in thetas])
 
 
-def thetas(rule: Callable[[float], Calibration], eps: np.ndarray) -> np.ndarray:
+def thetas(rule: Callable[[float], Derivation], eps: np.ndarray) -> np.ndarray:
     return np.array([rule(float(e)).theta for e in eps])
 
 
@@ -78,7 +78,7 @@ def as_printed_curve(label: str, as_printed: np.ndarray, audited: Pair, note: st
 # -- item 1: the Kantorovich plans of figs Sab, Saperp, SPperp, SPQ, SuffCondSPQBinary ------
 
 
-def _example_pairs() -> list[tuple[str, str, Pair, Pair, str, Callable[[float], Calibration]]]:
+def _example_pairs() -> list[tuple[str, str, Pair, Pair, str, Callable[[float], Derivation]]]:
     """(paper key, title, system priors, user-local pair, rule name, rule)."""
     s = toy_system()
     a, b = pv.EXAMPLE_A, pv.EXAMPLE_B

@@ -1,0 +1,5 @@
+import sys
+
+from pufferfish_paper.cli import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from reproduce.cli import main
-
-sys.exit(main())
