@@ -59,7 +59,7 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
                started: float | None = None) -> int:
     """Run one worker until SIGTERM/SIGINT (blocking). Returns the exit status: 0, or
     EXIT_WRITE_NOT_ACKNOWLEDGED when it stopped on a write the broker did not acknowledge."""
-    from stream_app.domain.priors import checked_start
+    from stream_app.faust_adapter.worker import PufferfishApp
     from stream_app.metrics import Metrics
 
     log_safety.install()
@@ -68,16 +68,14 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     )
     loop = new_event_loop(settings)
     asyncio.set_event_loop(loop)
-    start = checked_start(settings)  # bad priors or pairs fail here, before any I/O
+    metrics = Metrics.create()
+    # bad priors, pairs or a corrupt local state fail here, before any broker call
+    worker_app = PufferfishApp(settings, metrics)
     # the broker's wait counts from ``started`` (the command's start): --timeout bounds the whole
-    # start-up; before Faust is loaded
+    # start-up
     left = broker_timeout - (time.monotonic() - started) if started is not None \
         else broker_timeout
     loop.run_until_complete(ensure_topics(settings, max(left, 0.1), shown=broker_timeout))
-    from stream_app.faust_adapter.worker import PufferfishApp
-
-    metrics = Metrics.create()
-    worker_app = PufferfishApp(settings, metrics, start)
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_host, settings.metrics_port)
     worker = worker_class()(

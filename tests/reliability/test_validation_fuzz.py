@@ -1,7 +1,7 @@
 """Property tests of the worker's pure input classification (no broker).
 
 The worker's record path is: models.parse_report / parse_membership (bytes -> model or
-Rejected) -> models.check_key -> state.apply_report / apply_membership (Rejected for
+Rejected) -> inputs.check_key -> state.apply_report / apply_membership (Rejected for
 state-dependent defects). Every input must end as an accepted model/state or as Rejected with
 one of the documented reasons; any other exception would crash the Faust agent.
 
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stream_app.domain import models
+from stream_app.domain import inputs, models
 from stream_app.domain.digests import report_digest
 from stream_app.domain.models import Membership, Report
 from stream_app.domain.rejection import REJECT_REASONS, Rejected
@@ -129,7 +129,7 @@ def test_membership_documents_never_raise(doc: Any) -> None:
        user=st.text(min_size=1, max_size=10))
 def test_key_must_equal_user_id(key: bytes | None, user: str) -> None:
     try:
-        models.check_key(key, user)
+        inputs.check_key(key, user)
         accepted = True
     except Rejected as rej:
         assert rej.reason == "key_mismatch"
