@@ -85,8 +85,8 @@ def _tapped_app_class(tap: ReleaseTap) -> type[PufferfishApp]:
     class TappedApp(PufferfishApp):
         """PufferfishApp whose release ticks go through the tap."""
 
-        def __init__(self, settings: Settings, metrics: Any = None, start: Any = None) -> None:
-            super().__init__(settings, metrics, start)
+        def __init__(self, settings: Settings, metrics: Any = None) -> None:
+            super().__init__(settings, metrics)
             self.releaser.on_clock = tap.wrap(  # type: ignore[method-assign,assignment]
                 self.releaser.on_clock)
 

@@ -32,11 +32,10 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from core.plan import ReleasePlan
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import Partial, to_bytes
-from stream_app.domain.priors import PublicPriors, checked_start
+from stream_app.domain.priors import checked_start
 from stream_app.domain.rules import EventRules
 from stream_app.faust_adapter.app import app_options, new_app
 from stream_app.faust_adapter.heap import freeze_startup_heap
@@ -63,13 +62,10 @@ def held_sweep_interval(settings: Settings) -> float:
 class PufferfishApp:
     """Builds and wires the Faust app for one worker process."""
 
-    def __init__(self, settings: Settings, metrics: Metrics | None = None,
-                 start: tuple[PublicPriors, ReleasePlan] | None = None) -> None:
-        """``start``: ``checked_start(settings)`` when the caller has run it already."""
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
         self.settings = s = settings
         self.metrics = metrics or Metrics.create()
-        # bad priors/pairs fail here, before any I/O
-        self.priors, plan = start if start is not None else checked_start(s)
+        self.priors, plan = checked_start(s)  # bad priors/pairs fail here, before any I/O
         self.rules = EventRules(
             domain=s.domain, grid_log2=s.grid_log2, dedup_window=s.dedup_window,
             auto_join=s.auto_join, known_groups=self.priors.groups,
