@@ -1,4 +1,5 @@
-"""The real ``pufferfish`` console script, run as a subprocess.
+"""The ``pufferfish`` command: its entry point for every case, in one subprocess
+(tests/cli_batch.py), and the real console script and ``python -m stream_app`` for a spec file.
 
 Expected thetas are derived by hand from the paper's theorems or computed here by a
 different method (closed forms + Brent, or a dense grid of outputs), never by core/.
@@ -12,7 +13,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from scipy import optimize
 
+from tests.cli_batch import Job, run_jobs
 from tests.oracles import grid_loss
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)
@@ -198,7 +199,7 @@ BAD_AUDIT: dict[str, tuple[list[str], str | None]] = {
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, Outcome]:
-    """Every subprocess run once, a few at a time (each start pays the numpy/scipy import)."""
+    """Every case run once through the CLI's entry point."""
     jobs: dict[str, tuple[list[str], str | None]] = {}
     for name, (spec, _) in GOOD.items():
         jobs[f"good:{name}"] = (
@@ -219,9 +220,9 @@ def outcomes() -> dict[str, Outcome]:
     )
     jobs["bad:unknown_command"] = (["launch"], None)
     jobs["bad:no_command"] = ([], None)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {name: pool.submit(run_cli, args, stdin) for name, (args, stdin) in jobs.items()}
-        return {name: future.result() for name, future in futures.items()}
+    # one interpreter for all of them (tests/cli_batch.py); the console script itself: below
+    got = run_jobs([Job(args, stdin) for args, stdin in jobs.values()])
+    return {name: Outcome(o.code, o.stdout, o.stderr) for name, o in zip(jobs, got, strict=True)}
 
 
 @pytest.mark.parametrize("name", list(GOOD))

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -25,6 +24,7 @@ from core.auditor import audit
 from core.distribution import Distribution
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
+from tests.cli_batch import Job, run_jobs
 
 REPO = Path(__file__).resolve().parents[3]
 CONSOLE_SCRIPT = Path(sys.executable).with_name("pufferfish")
@@ -370,13 +370,20 @@ BAD: dict[str, tuple[str, str | None]] = {  # case -> (field, needle in the mess
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """Every console-script run of this module, two at a time (the machine is shared)."""
+    """Every ``pufferfish plan`` case of this module through the CLI's entry point, in one
+    subprocess (tests/cli_batch.py); the console script itself: ``test_console_script_plan``."""
     d = tmp_path_factory.mktemp("plan")
     cases = _cases(d)
     (d / "pnu.priors.json").write_bytes(b"\xff\xfe\x00{}")  # not UTF-8
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outs = dict(zip(cases, pool.map(lambda a: _run(a, d), cases.values()), strict=True))
-    return outs
+    got = run_jobs([Job(["plan", *args], env=_env(), cwd=str(d)) for args in cases.values()])
+    return {name: Outcome(o.code, o.stdout, o.stderr) for name, o in zip(cases, got, strict=True)}
+
+
+def test_console_script_plan(tmp_path: Path) -> None:
+    """The installed console script, once: the same JSON as through the entry point."""
+    out = _run(["--json"], tmp_path)
+    assert out.code == 0 and out.stderr == "", out.stderr
+    assert json.loads(out.stdout)["theta"] > 0
 
 
 def test_cli_three_groups_json(cli: dict[str, Outcome]) -> None:

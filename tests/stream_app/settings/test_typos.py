@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from core.errors import PufferfishInputError
 from stream_app.settings.load import check_environment
+from tests.cli_batch import Job, Outcome, run_jobs
 
-CONSOLE = Path(sys.executable).with_name("pufferfish")
+# a module-scoped fixture: one worker process runs this module (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("test_typos")
+
 COMMANDS = {
     "run": ["run"],
     "plan": ["plan"],
@@ -24,30 +24,39 @@ COMMANDS = {
 }
 
 
-def _pufferfish(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
-    env.update(env_extra)
     # a broker nobody listens on: a command that got past the settings would fail differently
-    env.setdefault("PUFFERFISH_BROKER", "kafka://127.0.0.1:1")
-    return subprocess.run([str(CONSOLE), *args], capture_output=True, text=True, env=env,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    return {**env, "PUFFERFISH_BROKER": "kafka://127.0.0.1:1", **extra}
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Outcome]:
+    """Each command with a mistyped variable, and with a mistyped config key: the CLI's entry
+    point in one subprocess (tests/cli_batch.py)."""
+    config = tmp_path_factory.mktemp("typos") / "settings.json"
+    config.write_text(json.dumps({"epsilon": 1.0, "relase_period_seconds": 5}))
+    jobs = {}
+    for name, args in COMMANDS.items():
+        jobs[name, "env"] = Job(args, env=_env({"PUFFERFISH_EPSILION": "2"}))
+        jobs[name, "file"] = Job([*args, "--config", str(config)], env=_env({}))
+    return dict(zip(jobs, run_jobs(list(jobs.values())), strict=True))
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_an_environment_typo_is_named_with_its_closest_setting(command: str) -> None:
-    done = _pufferfish(COMMANDS[command], {"PUFFERFISH_EPSILION": "2"})
-    assert done.returncode == 2, (done.stdout, done.stderr)
+def test_an_environment_typo_is_named_with_its_closest_setting(
+        command: str, outcomes: dict[tuple[str, str], Outcome]) -> None:
+    done = outcomes[command, "env"]
+    assert done.code == 2, (done.stdout, done.stderr)
     assert done.stderr == ("pufferfish: error: PUFFERFISH_EPSILION: unknown setting; did you "
                            "mean PUFFERFISH_EPSILON?\n"), done.stderr
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_config_file_typo_is_named_with_its_closest_setting(command: str,
-                                                              tmp_path: Path) -> None:
-    config = tmp_path / "settings.json"
-    config.write_text(json.dumps({"epsilon": 1.0, "relase_period_seconds": 5}))
-    done = _pufferfish([*COMMANDS[command], "--config", str(config)], {})
-    assert done.returncode == 2, (done.stdout, done.stderr)
+def test_a_config_file_typo_is_named_with_its_closest_setting(
+        command: str, outcomes: dict[tuple[str, str], Outcome]) -> None:
+    done = outcomes[command, "file"]
+    assert done.code == 2, (done.stdout, done.stderr)
     assert done.stderr == ("pufferfish: error: relase_period_seconds: unknown setting; did you "
                            "mean release_period_seconds?\n"), done.stderr
 
