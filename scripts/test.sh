@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole check on a fresh machine (Python 3.11, nothing installed): creates .venv, installs the
 # project with its dev extras, installs Prometheus (Debian package) if missing, then runs
-#   ruff check .   |   mypy (strict on core/, see pyproject.toml)   |   python -m pytest -q -n N
+#   ruff check .   |   python -m pytest -q -n N, with mypy (strict on core/) running beside it
 # Usage: bash scripts/test.sh [extra pytest args]
 # The suite runs in N parallel pytest-xdist processes (PUFFERFISH_TEST_WORKERS, default below;
 # the isolation rules are in tests/conftest.py). One file serially: .venv/bin/python -m pytest FILE
@@ -37,8 +37,12 @@ MYPY_TARGETS=()
 for pkg in core stream_app pufferfish_data pufferfish_paper bench; do
   if [ -f "$pkg/__init__.py" ]; then MYPY_TARGETS+=("$pkg"); fi
 done
-step "mypy ${MYPY_TARGETS[*]}"
-"$VENV/bin/mypy" "${MYPY_TARGETS[@]}"
+# mypy runs beside the tests (its minute on one core overlaps their waits); its report and
+# status come after them
+MYPY_LOG=$(mktemp)
+step "mypy ${MYPY_TARGETS[*]} (in the background, reported after the tests)"
+"$VENV/bin/mypy" "${MYPY_TARGETS[@]}" >"$MYPY_LOG" 2>&1 </dev/null &
+MYPY_PID=$!
 
 # Most of the suite waits on brokers, workers and release clocks, not on the CPU: more processes
 # than cores, measured (tests/README.md has the figures).
@@ -47,9 +51,18 @@ step "python -m pytest -q -n $WORKERS --dist loadgroup $*"
 set +e
 "$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup "$@" </dev/null
 status=$?
+wait "$MYPY_PID"
+mypy_status=$?
 set -e
+step "mypy ${MYPY_TARGETS[*]}"
+cat "$MYPY_LOG"
+rm -f "$MYPY_LOG"
 if [ "$status" -eq 5 ]; then
   echo "scripts/test.sh: pytest collected no tests: that is a failure" >&2
   exit 1
+fi
+if [ "$mypy_status" -ne 0 ]; then
+  echo "scripts/test.sh: mypy failed (exit $mypy_status)" >&2
+  [ "$status" -ne 0 ] || status=1
 fi
 exit "$status"

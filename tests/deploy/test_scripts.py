@@ -43,7 +43,8 @@ def _write_exe(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def _scratch_repo(tmp_path: Path, pytest_status: int, ruff_status: int = 0) -> Path:
+def _scratch_repo(tmp_path: Path, pytest_status: int, ruff_status: int = 0,
+                  mypy_status: int = 0) -> Path:
     """A copy of scripts/test.sh with a .venv whose python/ruff/mypy only record their calls."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
@@ -56,7 +57,7 @@ echo "python $*" >> {calls}
 if [ "$1 $2" = "-m pytest" ]; then exit {pytest_status}; fi
 exit 0
 """)
-    for tool, status in (("ruff", ruff_status), ("mypy", 0)):
+    for tool, status in (("ruff", ruff_status), ("mypy", mypy_status)):
         _write_exe(
             repo / ".venv" / "bin" / tool,
             f'#!/usr/bin/env bash\necho "{tool} $*" >> {calls}\nexit {status}\n',
@@ -76,13 +77,23 @@ def _run_test_sh(repo: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_test_sh_runs_ruff_mypy_pytest_in_order(tmp_path: Path) -> None:
+def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     repo = _scratch_repo(tmp_path, pytest_status=0)
     result = _run_test_sh(repo)
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (repo / "calls.log").read_text().splitlines()
-    assert calls[-3:] == ["ruff check .", "mypy core", "python -m pytest -q -n 6 --dist loadgroup"]
+    # mypy runs in the background while pytest runs: their order in the log is either
+    assert calls[-3] == "ruff check ."
+    assert sorted(calls[-2:]) == ["mypy core", "python -m pytest -q -n 6 --dist loadgroup"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
+    assert result.stdout.index("==> mypy core (in the background") \
+        < result.stdout.index("==> python -m pytest") < result.stdout.rindex("==> mypy core")
+
+
+def test_test_sh_fails_when_mypy_fails_even_if_the_tests_pass(tmp_path: Path) -> None:
+    result = _run_test_sh(_scratch_repo(tmp_path, pytest_status=0, mypy_status=1))
+    assert result.returncode == 1
+    assert "mypy failed" in result.stderr
 
 
 def test_test_sh_treats_no_tests_as_failure(tmp_path: Path) -> None:
