@@ -208,17 +208,17 @@ def number(value: object, field: str) -> float:
 
 def nonnegative_number(value: object, field: str) -> float:
     """A number >= 0 that may be infinite (a theta in a charge)."""
-    out = number(value, field)
-    if out < 0:
-        raise PufferfishInputError(field, f"must be >= 0, got {out}")
-    return out
+    return _signed(number(value, field), field, zero_allowed=True)
 
 
 def positive_number(value: object, field: str) -> float:
     """A number > 0 that may be infinite (an infinite charge is refused by the accountant)."""
-    out = number(value, field)
-    if out <= 0:
-        raise PufferfishInputError(field, f"must be > 0, got {out}")
+    return _signed(number(value, field), field, zero_allowed=False)
+
+
+def _signed(out: float, field: str, zero_allowed: bool) -> float:
+    if out < 0 or (out == 0 and not zero_allowed):
+        raise PufferfishInputError(field, f"must be {'>=' if zero_allowed else '>'} 0, got {out}")
     return out
 
 

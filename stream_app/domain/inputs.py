@@ -42,42 +42,42 @@ _ID_MAX = 128  # Identifier's max_length
 tuple_new = tuple.__new__
 
 
-def _loads(raw: bytes | None, max_bytes: int) -> Any:
-    """The record's JSON on the fast path, else None (parse_* then decides)."""
+def _fields(raw: bytes | None, max_bytes: int, names: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The named fields of the record's JSON object on the fast path (None for an absent one),
+    else None: not a JSON object within ``max_bytes`` (parse_* then decides)."""
     if raw is None or len(raw) > max_bytes:
         return None
     try:
-        return orjson.loads(raw)
+        doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
+    return tuple(map(doc.get, names)) if type(doc) is dict else None
 
 
 def read_report(raw: bytes | None, max_bytes: int) -> ReportIn:
     """``parse_report`` as a ``ReportIn``: the same acceptance and reasons."""
-    doc = _loads(raw, max_bytes)
-    if type(doc) is dict:
-        uid, value, rid, ts = doc.get("user_id"), doc.get("value"), doc.get("report_id"), \
-            doc.get("ts")
+    got = _fields(raw, max_bytes, ReportIn._fields)
+    if got is not None:
+        uid, value, rid, ts = got
         # exact JSON types (str, float) within the model's bounds; NaN fails every comparison
         if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(rid) is str \
                 and 0 < len(rid) <= _ID_MAX and type(value) is float and -_INF < value < _INF \
                 and type(ts) is float and 0.0 <= ts < _INF:
-            return tuple_new(ReportIn, (uid, value, rid, ts))
+            return tuple_new(ReportIn, got)
     r = parse_report(raw, max_bytes)
     return ReportIn(r.user_id, r.value, r.report_id, r.ts)
 
 
 def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
     """``parse_membership`` as a ``MembershipIn``: the same acceptance and reasons."""
-    doc = _loads(raw, max_bytes)
-    if type(doc) is dict:
-        uid, event, group, ts = doc.get("user_id"), doc.get("event"), doc.get("group"), \
-            doc.get("ts")
+    got = _fields(raw, max_bytes, MembershipIn._fields)
+    if got is not None:
+        uid, event, group, ts = got
         if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(event) is str \
                 and (event == "join" or event == "leave") \
                 and (group is None or (type(group) is str and 0 < len(group) <= _ID_MAX)) \
                 and type(ts) is float and 0.0 <= ts < _INF:
-            return tuple_new(MembershipIn, (uid, event, group, ts))
+            return tuple_new(MembershipIn, got)
     m = parse_membership(raw, max_bytes)
     return MembershipIn(m.user_id, m.event, m.group, m.ts)
 
