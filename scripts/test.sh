@@ -46,7 +46,7 @@ MYPY_PID=$!
 
 # Most of the suite waits on brokers, workers and release clocks, not on the CPU: more processes
 # than cores, measured (tests/README.md has the figures).
-WORKERS=${PUFFERFISH_TEST_WORKERS:-6}
+WORKERS=${PUFFERFISH_TEST_WORKERS:-8}
 step "python -m pytest -q -n $WORKERS --dist loadgroup $*"
 set +e
 "$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup "$@" </dev/null

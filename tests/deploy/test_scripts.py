@@ -87,7 +87,7 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     calls = (repo / "calls.log").read_text().splitlines()
     # mypy runs in the background while pytest runs: their order in the log is either
     assert calls[-3] == "ruff check ."
-    assert sorted(calls[-2:]) == ["mypy core", "python -m pytest -q -n 6 --dist loadgroup"]
+    assert sorted(calls[-2:]) == ["mypy core", "python -m pytest -q -n 8 --dist loadgroup"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
     assert result.stdout.index("==> mypy core (in the background") \
         < result.stdout.index("==> python -m pytest") < result.stdout.rindex("==> mypy core")

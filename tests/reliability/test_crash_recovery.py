@@ -241,7 +241,8 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
     its revocation callback (seen in 1 of 2 runs). A pass is not proof of fencing; a failure is
     always a real split-brain (no xfail: it must never fail once the product fences releases).
 
-    The one exception is the documented remaining window (README, "Budget durability"): a
+    The one exception is the documented remaining window (docs/design.md, "Release
+    durability", Fences): a
     record the frozen owner had already drawn and handed to the Kafka client before the freeze
     can reach the broker after it resumes. Such a record has ts < the SIGSTOP time; every
     record drawn after the freeze must be fenced.
