@@ -7,7 +7,9 @@ runs serially. Every test must be isolated from the tests running beside it:
   with topic names, app id and consumer group of its own (uuid-suffixed);
 - ports: asked of the OS (`free_port()`), never fixed;
 - files: under its own `tmp_path` / `tmp_path_factory`, never a fixed path;
-- servers it starts (workers, Prometheus, brokers) are stopped by the test or its fixture.
+- servers it starts (workers, Prometheus, brokers) are stopped by the test or its fixture;
+- the process environment: restored after every test (`_environment_restored`; an in-process
+  `load_settings(config)` sets PUFFERFISH_CONFIG_FILE, which later tests would read).
 
 A module-scoped fixture is computed once per worker process that runs a test using it. When it
 is expensive (subprocesses, a build, a worker run), the module declares
@@ -21,6 +23,7 @@ time of the whole run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +33,15 @@ from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import consume_all, json_values, produce_json
 
 __all__ = ["consume_all", "json_values", "produce_json"]
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def pytest_configure(config: pytest.Config) -> None:

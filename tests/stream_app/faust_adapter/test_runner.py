@@ -86,7 +86,9 @@ def test_an_unreachable_broker_is_one_line_within_the_timeout() -> None:
     assert re.fullmatch(rf"pufferfish: error: broker: kafka://127\.0\.0\.1:{closed} not "
                         r"reachable in 5 s \((KafkaConnectionError|TimeoutError)\)\n",
                         proc.stderr), proc.stderr
-    assert proc.stdout == "" and took < 10, took
+    # the bound took effect: the default wait alone is 30 s (on an idle machine the whole
+    # command takes about 5.6 s; under two CPU hogs and the suite up to 11 s)
+    assert proc.stdout == "" and took < 25, took
 
 
 @pytest.mark.integration
