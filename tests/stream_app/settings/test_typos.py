@@ -43,22 +43,21 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], 
     return dict(zip(jobs, run_jobs(list(jobs.values())), strict=True))
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_an_environment_typo_is_named_with_its_closest_setting(
-        command: str, outcomes: dict[tuple[str, str], Outcome]) -> None:
-    done = outcomes[command, "env"]
-    assert done.code == 2, (done.stdout, done.stderr)
-    assert done.stderr == ("pufferfish: error: PUFFERFISH_EPSILION: unknown setting; did you "
-                           "mean PUFFERFISH_EPSILON?\n"), done.stderr
+EXPECTED = {  # where the typo is -> the one line on stderr
+    "env": "pufferfish: error: PUFFERFISH_EPSILION: unknown setting; did you mean "
+           "PUFFERFISH_EPSILON?\n",
+    "file": "pufferfish: error: relase_period_seconds: unknown setting; did you mean "
+            "release_period_seconds?\n",
+}
 
 
+@pytest.mark.parametrize("where", sorted(EXPECTED))
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_config_file_typo_is_named_with_its_closest_setting(
-        command: str, outcomes: dict[tuple[str, str], Outcome]) -> None:
-    done = outcomes[command, "file"]
+def test_a_typo_is_named_with_its_closest_setting(
+        command: str, where: str, outcomes: dict[tuple[str, str], Outcome]) -> None:
+    done = outcomes[command, where]
     assert done.code == 2, (done.stdout, done.stderr)
-    assert done.stderr == ("pufferfish: error: relase_period_seconds: unknown setting; did you "
-                           "mean release_period_seconds?\n"), done.stderr
+    assert done.stderr == EXPECTED[where], done.stderr
 
 
 def test_names_that_are_not_settings_pass_and_far_names_get_no_guess() -> None:
