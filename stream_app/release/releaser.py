@@ -31,6 +31,7 @@ from stream_app.release.ledger import Ledger
 from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
 from stream_app.release.records import combine, priors_records, release_record
+from stream_app.release.restore import in_force
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -240,8 +241,7 @@ class Releaser:
         for record in records:
             if not await self.publisher.send(s.topic_priors, to_bytes(record)):
                 return None
-        self.laws = {g: got.law for g, got in learned.items()}
-        self.radii = {g: got.radius for g, got in learned.items()}
+        self.laws, self.radii, _ = in_force(records, self.laws, self.radii)  # as readers see them
         self.priors_seq = seq
         self.plan = self._recalibrate()
         self._said_zero_theta = False
