@@ -11,7 +11,7 @@ v_j - the Laplace bound (the marker's events are processed in order, and the pre
 v_{j-1} plus every background user plus the bound stays below that). Latency of marker j =
 ``ts`` of the first such release (the worker's publish time, same host clock) - the time just
 before the marker was sent. It therefore includes the wait for the next release tick
-(release_period_seconds = 1 s, partials every 0.25 s): the floor is ~0.5 s on average by
+(release_period_seconds = 1 s, partials every 0.1 s): the floor is ~0.5 s on average by
 design. Markers go out every 0.5 s. Pairs distribution_presence, rule exact, one group with
 learned priors (uniform round-0 law, no learning round during the run).
 

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 
 def partials_interval(settings: Settings) -> float:
-    return min(0.25, settings.release_period_seconds / 4)
+    return min(0.1, settings.release_period_seconds / 10)
 
 
 def held_sweep_interval(settings: Settings) -> float:
