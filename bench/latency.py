@@ -26,9 +26,9 @@ benchmark's mix: reports + 2 % join/leave churn; librdkafka producer, see bench/
 ``offer``) are then offered at 5 % (light), 50 % (half: the goal is p99 <= 2 s there) and
 100 % (saturating) of the live capacity. The worker's consumer may wait 0.1 s for an idle
 fetch (consumer_fetch_max_wait_seconds, the tansu setting; Faust's fixed 1.5 s added up to
-1.5 s per topic hop). The worker's own
-``pufferfish_release_lag_seconds`` (release publish time - newest included event ts, i.e. the
-lag of the *newest* event, a lower bound) is shown beside it: its _sum/_count are polled every
+1.5 s per topic hop). The worker's own ``pufferfish_release_lag_seconds`` (release publish
+time - newest included event ts, i.e. the lag of the *newest* event, a lower bound) is shown
+beside it: its _sum/_count are polled every
 0.2 s, which yields each release's exact value (releases are 1 s apart). Releases in the first
 1.5 s of a phase are left out: they hold no event of the phase yet, and the metric then shows
 how stale the newest event is (it grows by 1 s per release while no event arrives), not a

@@ -209,7 +209,8 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
         # A warm-up barrier handled before a rebalance may be handled again after it (input is
         # at least once): those only have a lower bound
         letters = dead_letters_by_phase(bootstrap)
-        ours = +Counter({k: n for k, n in letters.items() if k[0] not in ("warm", "barrier")})
+        ours = +Counter({key: n for key, n in letters.items()
+                         if key[0] not in ("warm", "barrier")})
         assert ours == +s.expected
         after = barriers - warm_barriers
         fence = {r: n for (phase, r), n in letters.items() if phase == "barrier"}

@@ -175,7 +175,6 @@ def test_learning_round_publishes_every_group_and_recalibrates(
     asyncio.run(_learning(broker, tmp_path / "data"))
 
 
-
 # a law whose probs a reader renormalises to other bits (normalising is not idempotent in
 # floating point): found by a seeded search, checked below so the test cannot go stale
 UNSTABLE = [0.0623495791498756, 0.641328169139375, 0.8526328384806567]
@@ -193,9 +192,8 @@ async def _theta_of_published(broker: EmbeddedBroker, data_dir: Path,
         return {g: RoundLaw(law, r.radius, "learned") for g, r in got.items()}
 
     monkeypatch.setattr(releaser_module, "robust_round", learned_unstable)
-    s = await settings(broker, data_dir, ("releases", "priors"),
-                       rule="exact", pairs=["distribution_presence"], epsilon_learn=0.5,
-                       budget_total=10.0,
+    s = await settings(broker, data_dir, ("releases", "priors"), rule="exact",
+                       pairs=["distribution_presence"], epsilon_learn=0.5, budget_total=10.0,
                        learn_min_mass=1.0, release_period_seconds=1.0, learn_period_seconds=1.0)
     async with running(s, {0: partial(0, 4, {"default": [0, 0, 400 * 2**16]})}) as r:
         release = await r.on_clock()
@@ -208,6 +206,11 @@ async def _theta_of_published(broker: EmbeddedBroker, data_dir: Path,
     plan = release_plan(published, [PairKind.DISTRIBUTION_PRESENCE], Rule.EXACT, 1.0, -2, radii,
                         [0.0, 1.0, 2.0])
     assert release.theta == plan.theta and release.charge == plan.charge()
+    # and that theta is the exact one of the published law: the robust audit passes at it and
+    # fails just below
+    theta, got, radius = release.theta, published["default"], radii["default"]
+    assert audit(got, point_zero(), theta, radius, 0.0, [0.0, 1.0, 2.0]).loss <= 1 + 1e-9
+    assert audit(got, point_zero(), theta * 0.999, radius, 0.0, [0.0, 1.0, 2.0]).loss > 1
 
 
 def test_theta_is_a_function_of_the_published_priors_records(
