@@ -27,8 +27,9 @@ SETTINGS = {**h.EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
 PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]
 
 
-def _setup_population(broker: EmbeddedBroker, topics: h.Topics, worker: h.Worker) -> None:
-    """cp-1..cp-5 join, report once; cp-1 also sends report id dup-1; cp-5 leaves."""
+def _setup_population(broker: EmbeddedBroker, topics: h.Topics, worker: h.Worker) -> int:
+    """cp-1..cp-5 join, report once; cp-1 also sends report id dup-1; cp-5 leaves. Returns
+    the number of reports accepted."""
     h.join(broker.bootstrap, topics, worker, PRESENT, ts=10.0)
     setup = [(topics.reports, u.encode(), h.report(u, i + 0, f"setup-{u}", ts=20.0 + i))
              for i, u in enumerate(PRESENT)]
@@ -38,6 +39,7 @@ def _setup_population(broker: EmbeddedBroker, topics: h.Topics, worker: h.Worker
     leave = h.membership("cp-5", "leave", 40.0)
     h.produce_raw(broker.bootstrap, [(topics.membership, b"cp-5", leave)])
     h.wait_consumed(worker, "membership", len(PRESENT) + 1)
+    return len(setup)
 
 
 def _dl_text(raw: bytes) -> str:
@@ -55,7 +57,7 @@ def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroke
                       "corpus").start()
     try:
         h.wait_ready(worker)
-        _setup_population(broker, topics, worker)
+        setup_reports = _setup_population(broker, topics, worker)
         latest = {"cp-1": 2, "cp-2": 1, "cp-3": 2, "cp-4": 3}  # values after setup
         stream: list[tuple[str, bytes | None, bytes]] = []
         for i, rec in enumerate(bad):
@@ -74,6 +76,12 @@ def test_fixed_corpus_interleaved_with_good_records(broker_module: EmbeddedBroke
 
         deadletters = h.wait_for_records(broker.bootstrap, topics.deadletter, all_dead_lettered,
                                          60, f"{len(bad)} dead letters", worker)
+        # Every good report applied before the sum is looked at: a state still catching up can
+        # show the final sum (the values repeat every 12 good records; with every dead letter
+        # written, cp-3's good-38/42/46 may still be due while good-34 already gives it the
+        # final 4: 2 + 3 + 4 + 5 = 14). The counter counts applied reports only (none of the
+        # bad records is one), so it reaches this total only once all of them are applied.
+        h.wait_consumed(worker, "report", setup_reports + len(bad))
         releases = h.wait_for_records(
             broker.bootstrap, topics.releases,
             lambda r: bool(r) and abs(r[-1]["noisy_sum"] - expected_sum)
