@@ -35,6 +35,7 @@ from tests.reliability.harness import (
     wait_until,
     worker_env,
 )
+from tests.reliability.workload import accepted_total
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240),
               pytest.mark.xdist_group("test_input_order")]
@@ -52,6 +53,22 @@ def settle_on(bootstrap: str, topics: Topics, expected: float, workers: list[Wor
             abs(r["noisy_sum"] - expected) <= laplace_bound(r["theta"]) for r in recs)
 
     wait_until(settled, timeout, f"releases showing the exact sum {expected}", 1.0, workers[0])
+
+
+def wait_counted(bootstrap: str, topics: Topics, reports: int, workers: list[Worker],
+                 timeout: float = 90.0) -> None:
+    """Wait until the users changelog counts `reports` accepted reports (counts only grow).
+
+    Before `settle_on`: the sum alone cannot tell the final state from one still catching up
+    whose newest values add up to the same total (in the README file test, 397 of 400 reports
+    applied in the order sent already give the final 126 for seed 2; per partition, states with
+    a single report still due do), and what is asserted after it would be read too early."""
+
+    def counted() -> bool:
+        states = users_changelog(bootstrap, topics.app_id, to_end=False)
+        return accepted_total(states) >= reports
+
+    wait_until(counted, timeout, f"{reports} reports in the users changelog", 1.0, workers[0])
 
 
 def truth(events: list[dict[str, Any]]) -> float:
@@ -107,6 +124,7 @@ def test_one_file_joins_then_reports_through_send(broker_module: EmbeddedBroker,
         sent = subprocess.run([sys.executable, "-m", "stream_app", "send", str(path)], env=env,
                               cwd=REPO, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr
+        wait_counted(broker.bootstrap, topics, sum("value" in e for e in events), workers)
         settle_on(broker.bootstrap, topics, truth(events), workers)
         assert dead_letters(broker.bootstrap, topics) == []
     finally:
@@ -152,6 +170,7 @@ def test_two_confluent_producers_with_skewed_clocks(broker_module: EmbeddedBroke
             producers[0].produce(topics.membership, json.dumps(ev).encode(), key=u.encode())
         for producer in producers:
             assert producer.flush(30) == 0
+        wait_counted(broker.bootstrap, topics, sum("value" in e for e in events), workers)
         settle_on(broker.bootstrap, topics, truth(events), workers)
         assert [d for d in dead_letters(broker.bootstrap, topics)
                 if d["reason"] == "not_present"] == []
@@ -226,6 +245,10 @@ def test_sigkill_while_reports_are_held_then_a_long_replay(broker_module: Embedd
     try:
         produce([(topics.membership, u, membership(u, "join", 50.0)) for u in users],
                 broker.bootstrap)
+        # No state short of the last join shows this sum (each partition's last join brings a
+        # 3), but a release shows a batch before its changelog records are written: the
+        # changelog read below waits for the changelog to count the 20 held reports.
+        wait_counted(broker.bootstrap, topics, len(users), [w2])
         settle_on(broker.bootstrap, topics, sum(values.values()), [w2])
         states = changelog(broker.bootstrap, topics)
         assert all(sum(states[u]["counts"]) == 1 and not states[u].get("held") for u in users)
