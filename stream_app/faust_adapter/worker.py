@@ -45,6 +45,7 @@ from stream_app.faust_adapter.write_acks import WriteNotAcknowledged
 from stream_app.kafka.clients import faust_credentials
 from stream_app.metrics import Metrics
 from stream_app.release import Releaser
+from stream_app.release.partials_log import supersedes
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,20 @@ class PufferfishApp:
             except ValueError:
                 log.warning("ignoring a malformed partial")
                 continue
-            self.partials[str(partial.partition)] = partial.model_dump()
+            msg = event.message
+            key = str(partial.partition)
+            held = self.partials.get(key)
+            if not supersedes(held.get("offset") if held else None, msg.offset,
+                              self._log_end(msg.topic, msg.partition)):
+                continue  # read again after its successor (release/partials_log.py)
+            self.partials[key] = {**partial.model_dump(), "offset": msg.offset}
+
+    def _log_end(self, topic: str, partition: int) -> int | None:
+        try:
+            end = self.app.consumer.highwater(TP(topic, partition))
+        except Exception:  # noqa: BLE001 - not known (yet): treated as a log not reset
+            return None
+        return end if isinstance(end, int) else None
 
     def latest_partials(self) -> dict[int, Partial]:
         return {int(k): Partial.model_validate(v) for k, v in self.partials.items()
