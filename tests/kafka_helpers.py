@@ -61,11 +61,17 @@ async def consume_all(
 
 
 async def read_to_end(
-    bootstrap: str, topic: str, timeout: float = 60.0, quiet: float = 0.5
+    bootstrap: str, topic: str, timeout: float = 60.0, quiet: float = 0.5,
+    most: float | None = None,
 ) -> list[ConsumerRecord[bytes, bytes]]:
     """Every record of `topic`, read until each partition reaches the end offsets taken at the
     start AND nothing new arrived for `quiet` seconds (a time-only read can stop short under
-    load). Raises TimeoutError instead of returning a partial read."""
+    load). Raises TimeoutError instead of returning a partial read.
+
+    The quiet period also picks up the last batch of each partition on tansu, whose end
+    offsets are the start of the last batch, not the log end (../shared/kafka.md). `most`:
+    return at most this long after reaching the end offsets even while records keep coming
+    (a lower bound on a writer's progress, in bounded time)."""
     partitions = (await topic_partitions(bootstrap)).get(topic, 0)
     if not partitions:
         return []
@@ -75,16 +81,21 @@ async def read_to_end(
         ends = await consumer.end_offsets(tps)
         deadline = time.monotonic() + timeout
         last_data = time.monotonic()
+        caught_at: float | None = None
         while True:
             batch = await consumer.getmany(timeout_ms=200)
             for part in batch.values():
                 records.extend(part)
                 last_data = time.monotonic()
             positions = [await consumer.position(tp) for tp in tps]
-            caught_up = all(pos >= ends[tp] for pos, tp in zip(positions, tps, strict=True))
-            if caught_up and time.monotonic() - last_data >= quiet:
+            now = time.monotonic()
+            if caught_at is None and all(
+                    pos >= ends[tp] for pos, tp in zip(positions, tps, strict=True)):
+                caught_at = now
+            if caught_at is not None and (
+                    now - last_data >= quiet or (most is not None and now - caught_at >= most)):
                 return records
-            if time.monotonic() > deadline:
+            if now > deadline:
                 raise TimeoutError(f"{topic}: not read to its end in {timeout:g} s")
     finally:
         await consumer.stop()

@@ -370,9 +370,10 @@ async def _read_keyed(bootstrap: str, topic: str, to_end: bool) -> list[tuple[An
         # to the end offsets, not for a fixed time: a timed read stops short under load
         records = await read_to_end(bootstrap, topic, timeout=120.0)
     else:
-        # to the end offsets taken now, without waiting for a quiet period: a lower bound on
-        # a writer's progress (a read for a fixed time could stop short of it under load)
-        records = await read_to_end(bootstrap, topic, timeout=60.0, quiet=0.0)
+        # to the end offsets taken now, then at most 1 s more while a writer keeps writing: a
+        # lower bound on its progress (a read for a fixed time could stop short of it under
+        # load; without the extra second tansu's last record, past its end offset, is missed)
+        records = await read_to_end(bootstrap, topic, timeout=60.0, quiet=0.5, most=1.0)
     out = []
     for r in records:
         key = json.loads(r.key) if r.key else None
@@ -389,9 +390,9 @@ def users_changelog(bootstrap: str, app_id: str, to_end: bool = True
     a changelog-backed Faust table `users`; the changelog is what a restarted worker recovers
     from, so checking it checks exactly the state that survives a crash.
 
-    `to_end=False` reads to the end offsets of the moment, without waiting for the writes to
-    pause: while a worker is still writing, that is a lower bound on its progress (counts only
-    grow), and returns in bounded time.
+    `to_end=False` reads to the end offsets of the moment and at most 1 s more, without
+    waiting for the writes to pause: while a worker is still writing, that is a lower bound on
+    its progress (counts only grow), and returns in bounded time.
     """
     latest: dict[str, dict[str, Any]] = {}
     for key, value in run(_read_keyed(bootstrap, f"{app_id}-users-changelog", to_end)):

@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +65,23 @@ def wait_counted(bootstrap: str, topics: Topics, reports: int, workers: list[Wor
     applied in the order sent already give the final 126 for seed 2; per partition, states with
     a single report still due do), and what is asserted after it would be read too early."""
 
+    seen: dict[str, Any] = {}
+
     def counted() -> bool:
-        states = users_changelog(bootstrap, topics.app_id, to_end=False)
+        states = seen["states"] = users_changelog(bootstrap, topics.app_id, to_end=False)
         return accepted_total(states) >= reports
 
-    wait_until(counted, timeout, f"{reports} reports in the users changelog", 1.0, workers[0])
+    try:
+        wait_until(counted, timeout, f"{reports} reports in the users changelog", 1.0,
+                   workers[0])
+    except AssertionError as exc:
+        states = seen.get("states", {})
+        short = {u: (sum(st.get("counts", [])), len(st.get("held") or []), st.get("present"))
+                 for u, st in sorted(states.items())}
+        reasons = Counter(d["reason"] for d in dead_letters(bootstrap, topics))
+        raise AssertionError(f"{exc}\ncounted {accepted_total(states)} of {reports}; per user "
+                             f"(counted, held, present): {short}; dead letters by reason: "
+                             f"{dict(reasons)}") from None
 
 
 def truth(events: list[dict[str, Any]]) -> float:
