@@ -57,6 +57,15 @@ SUM_BEFORE = sum(FIRST.values())  # 0 + 1 + 2 + 3 + 4
 SUM_AFTER = sum(SECOND.values())  # 5 * 5
 
 
+def _by_partition() -> list[list[str]]:
+    """USERS by input partition, in the order the test sends them (the input contract's
+    partition: keys are the user ids)."""
+    by_partition: list[list[str]] = [[] for _ in range(PARTITIONS)]
+    for u in USERS:
+        by_partition[partition_for(u.encode(), PARTITIONS)].append(u)
+    return by_partition
+
+
 def _phase_states(old: Mapping[str, int], new: Mapping[str, int]) -> dict[tuple[int, ...], int]:
     """The sums that are true while every user goes from its `old` contribution to its `new`
     one, by how far each input partition has got -> the sum then.
@@ -68,11 +77,8 @@ def _phase_states(old: Mapping[str, int], new: Mapping[str, int]) -> dict[tuple[
     partitions progress independently and a release combines one partial of each, so every
     combination of the partitions' states is a state that could have been true.
     """
-    by_partition: list[list[str]] = [[] for _ in range(PARTITIONS)]
-    for u in USERS:  # the input contract's partition of each user (keys are the user ids)
-        by_partition[partition_for(u.encode(), PARTITIONS)].append(u)
     progress = [[sum(new[u] for u in users[:k]) + sum(old[u] for u in users[k:])
-                 for k in range(len(users) + 1)] for users in by_partition]
+                 for k in range(len(users) + 1)] for users in _by_partition()]
     return {ks: sum(p[k] for p, k in zip(progress, ks, strict=True))
             for ks in itertools.product(*(range(len(p)) for p in progress))}
 
@@ -93,11 +99,8 @@ def _run_states() -> dict[tuple[int, ...], int]:
     """The states of the whole run, by how far each partition has got: k = 0..n its first
     reports, then k = n+1..2n its second ones (every first report is applied before the
     outage: the test waits for SUM_BEFORE first)."""
-    by_partition: list[list[str]] = [[] for _ in range(PARTITIONS)]
-    for u in USERS:
-        by_partition[partition_for(u.encode(), PARTITIONS)].append(u)
     progress = []
-    for users in by_partition:
+    for users in _by_partition():
         n = len(users)
         progress.append([sum(FIRST[u] for u in users[:k]) for k in range(n + 1)]
                         + [sum(SECOND[u] for u in users[:k]) + sum(FIRST[u] for u in users[k:])
