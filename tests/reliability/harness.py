@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -403,6 +404,35 @@ def users_changelog(bootstrap: str, app_id: str, to_end: bool = True
         else:
             latest[key] = value
     return latest
+
+
+def accepted_total(states: dict[str, dict[str, Any]]) -> int:
+    """Accepted reports over every user's histogram (``users_changelog``'s states)."""
+    return sum(sum(st.get("counts", [])) for st in states.values())
+
+
+def wait_counted(bootstrap: str, topics: Topics, reports: int, worker: Worker,
+                 timeout: float = 90.0, step: float = 1.0, to_end: bool = False) -> None:
+    """Wait until the users changelog counts at least `reports` accepted reports (counts only
+    grow: a state still catching up never passes, whereas a release's sum can show the final
+    total early when the newest values happen to add up to it). On a timeout: each user's
+    (counted, held, present) and the dead letters by reason."""
+    seen: dict[str, Any] = {}
+
+    def counted() -> bool:
+        states = seen["states"] = users_changelog(bootstrap, topics.app_id, to_end=to_end)
+        return accepted_total(states) >= reports
+
+    try:
+        wait_until(counted, timeout, f"{reports} reports in the users changelog", step, worker)
+    except AssertionError as exc:
+        states = seen.get("states", {})
+        short = {u: (sum(st.get("counts", [])), len(st.get("held") or []), st.get("present"))
+                 for u, st in sorted(states.items())}
+        reasons = Counter(d["reason"] for d in read_json(bootstrap, topics.deadletter, 1.0))
+        raise AssertionError(f"{exc}\ncounted {accepted_total(states)} of {reports}; per user "
+                             f"(counted, held, present): {short}; dead letters by reason: "
+                             f"{dict(reasons)}") from None
 
 
 def read_all_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:

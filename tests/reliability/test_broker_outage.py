@@ -11,7 +11,7 @@
 
 "A sum that was true": the worker applies input in batches, per input partition, and a release
 combines the latest partial aggregate of each partition, so a release may fall between two
-batches and show an in-between sum that was true at that moment (see `_phase_states`).
+batches and show an in-between sum that was true at that moment (see `_states`).
 """
 
 from __future__ import annotations
@@ -66,19 +66,24 @@ def _by_partition() -> list[list[str]]:
     return by_partition
 
 
-def _phase_states(old: Mapping[str, int], new: Mapping[str, int]) -> dict[tuple[int, ...], int]:
-    """The sums that are true while every user goes from its `old` contribution to its `new`
-    one, by how far each input partition has got -> the sum then.
+def _states(*stages: Mapping[str, int]) -> dict[tuple[int, ...], int]:
+    """The sums that are true while every user goes through its contributions `stages[0]`,
+    `stages[1]`, ..., by how far each input partition has got -> the sum then.
 
     A user's contribution is its latest value while present (a joined user without a report
     adds 0: docs/privacy.md, "Model"). The users of one partition are applied in the order of
-    their records there, i.e. the order the test sent them in (one producer, in order), so a
-    partition's state is "its first k users have the new contribution" (k = 0..n); the
+    their records there, i.e. the order the test sent them in (one producer, in order), so
+    within a stage a partition's state is "its first k users have the next contribution"; the
     partitions progress independently and a release combines one partial of each, so every
     combination of the partitions' states is a state that could have been true.
     """
-    progress = [[sum(new[u] for u in users[:k]) + sum(old[u] for u in users[k:])
-                 for k in range(len(users) + 1)] for users in _by_partition()]
+    progress = []
+    for users in _by_partition():
+        sums = [sum(stages[0][u] for u in users)]
+        for old, new in itertools.pairwise(stages):
+            sums += [sum(new[u] for u in users[:k]) + sum(old[u] for u in users[k:])
+                     for k in range(1, len(users) + 1)]
+        progress.append(sums)
     return {ks: sum(p[k] for p, k in zip(progress, ks, strict=True))
             for ks in itertools.product(*(range(len(p)) for p in progress))}
 
@@ -89,27 +94,16 @@ def _phase_states(old: Mapping[str, int], new: Mapping[str, int]) -> dict[tuple[
 # 9: e.g. 5 = 1 + 4 would need o4's report applied before o2's) and {10, 14, 15, 16, 18, 19,
 # 21, 22, 23, 24, 25} after it. A sum in neither set was never true: a report applied twice,
 # lost, or a second report undone.
-BEFORE_STATES = _phase_states({u: 0 for u in USERS}, FIRST)
-AFTER_STATES = _phase_states(FIRST, SECOND)
+NO_REPORT = {u: 0 for u in USERS}
+BEFORE_STATES = _states(NO_REPORT, FIRST)
+AFTER_STATES = _states(FIRST, SECOND)
 SUMS_BEFORE = set(BEFORE_STATES.values())
 SUMS_EVER = SUMS_BEFORE | set(AFTER_STATES.values())
 
 
-def _run_states() -> dict[tuple[int, ...], int]:
-    """The states of the whole run, by how far each partition has got: k = 0..n its first
-    reports, then k = n+1..2n its second ones (every first report is applied before the
-    outage: the test waits for SUM_BEFORE first)."""
-    progress = []
-    for users in _by_partition():
-        n = len(users)
-        progress.append([sum(FIRST[u] for u in users[:k]) for k in range(n + 1)]
-                        + [sum(SECOND[u] for u in users[:k]) + sum(FIRST[u] for u in users[k:])
-                           for k in range(1, n + 1)])
-    return {ks: sum(p[k] for p, k in zip(progress, ks, strict=True))
-            for ks in itertools.product(*(range(len(p)) for p in progress))}
-
-
-RUN_STATES = _run_states()
+# the whole run (the log-kept test): every first report is applied before the outage (the test
+# waits for SUM_BEFORE first), then the second ones
+RUN_STATES = _states(NO_REPORT, FIRST, SECOND)
 
 
 def _shows(expected: int, rec: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     Topics,
     Worker,
+    accepted_total,
     check_journal,
     fresh_ports,
     laplace_bound,
@@ -32,12 +33,13 @@ from tests.reliability.harness import (
     read_json,
     users_changelog,
     wait_consumed,
+    wait_counted,
     wait_for_records,
     wait_ready,
     wait_until,
     worker_env,
 )
-from tests.reliability.workload import Workload, accepted_total, histogram_mismatches
+from tests.reliability.workload import Workload, histogram_mismatches
 
 pytestmark = [pytest.mark.integration]
 
@@ -54,12 +56,7 @@ def _wait_for_sum(broker: EmbeddedBroker, topics: Topics, wl: Workload, worker: 
     expected = wl.expected_sum()
     deadline = time.monotonic() + timeout
 
-    def all_counted() -> bool:
-        states = users_changelog(broker.bootstrap, topics.app_id, to_end=False)
-        return accepted_total(states) >= len(wl.reports)
-
-    wait_until(all_counted, timeout, f"all {len(wl.reports)} reports in the users changelog",
-               1.0, worker)
+    wait_counted(broker.bootstrap, topics, len(wl.reports), worker, timeout)
     state: dict[str, Any] = {"last": None}
 
     def settled() -> bool:
@@ -130,9 +127,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
         wait_consumed(w1, "membership", len(wl.users))
         with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 4, pace=PACE) as feed:
             # Kill once the changelog (what a restart recovers) shows >= 500 accepted reports.
-            wait_until(lambda: accepted_total(users_changelog(
-                broker.bootstrap, topics.app_id, to_end=False)) >= 500,
-                90, ">= 500 reports accepted in the users changelog", 0.1, w1)
+            wait_counted(broker.bootstrap, topics, 500, w1, 90, step=0.1)
             consumed_at_kill = w1.metric("pufferfish_events_consumed_total", {"kind": "report"})
             w1.kill9()
             feed.release()  # the rest of the workload arrives while no worker runs

@@ -27,6 +27,7 @@ from tests.reliability.harness import (
     Topics,
     Worker,
     _read_keyed,
+    accepted_total,
     check_journal,
     new_topics,
     produce_raw,
@@ -39,7 +40,7 @@ from tests.reliability.harness import (
     worker_env,
 )
 from tests.reliability.test_crash_recovery import _assert_only_redelivery, _wait_for_sum
-from tests.reliability.workload import Workload, accepted_total, histogram_mismatches
+from tests.reliability.workload import Workload, histogram_mismatches
 
 pytestmark = [pytest.mark.integration]
 PARTITIONS = 4

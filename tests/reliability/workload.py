@@ -118,6 +118,3 @@ def histogram_mismatches(wl: Workload, states: dict[str, dict[str, Any]]) -> dic
             bad[user] = "; ".join(problems)
     return bad
 
-
-def accepted_total(states: dict[str, dict[str, Any]]) -> int:
-    return sum(sum(st.get("counts", [])) for st in states.values())

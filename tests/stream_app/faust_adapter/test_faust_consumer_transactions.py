@@ -26,12 +26,12 @@ from tests.reliability.harness import (
     new_topics,
     users_changelog,
     wait_consumed,
+    wait_counted,
     wait_for_records,
     wait_ready,
-    wait_until,
     worker_env,
 )
-from tests.reliability.workload import Workload, accepted_total, histogram_mismatches
+from tests.reliability.workload import Workload, histogram_mismatches
 
 pytestmark = [pytest.mark.integration]
 
@@ -75,9 +75,7 @@ def test_reports_written_in_transactions_are_counted_once_with_few_seeks(
         # sent, and the sum cannot tell (seed 11: 197 prefixes of the input, the last with one
         # report left, already show the final 88): the histograms are read once the changelog
         # itself counts every report (read to its end: counts only grow).
-        wait_until(lambda: accepted_total(users_changelog(broker.bootstrap, topics.app_id))
-                   >= len(wl.reports), 120,
-                   f"all {len(wl.reports)} reports in the users changelog", 1.0, worker)
+        wait_counted(broker.bootstrap, topics, len(wl.reports), worker, 120, to_end=True)
         expected = wl.expected_sum()
         releases = wait_for_records(
             broker.bootstrap, topics.releases,
