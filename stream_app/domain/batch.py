@@ -65,7 +65,7 @@ class Record:
 
 
 class Written(NamedTuple):
-    """A user as the previous batch left it: the bytes it stored, and the draft and
+    """A user as the last batch that wrote it left it: the bytes it stored, and the draft and
     contribution those bytes decode to."""
 
     value: bytes
@@ -99,7 +99,7 @@ class Touched:
             self.draft = Draft(partition)
             self.old = None
         elif written is not None and written.value == stored:
-            # the bytes the previous batch stored (equal bytes: equal state; nothing else wrote
+            # the bytes a batch stored (equal bytes: equal state; nothing else wrote
             # this user since): its draft and contribution, without decoding them again
             self.draft, self.old = written.draft, written.contribution
         else:
