@@ -124,10 +124,19 @@ class Touched:
         return offset is not None and offset <= self.seen[kind]
 
     def note_offsets(self) -> None:
-        """The batch's newest offsets into the draft (before it is encoded)."""
-        for kind in (REPORTS, MEMBERSHIP):
-            if self.last[kind] >= 0:
-                self.draft.note_offset(kind, self.partition, self.last[kind])
+        """The batch's newest offsets into the draft (before it is encoded):
+        ``Draft.note_offset`` of each kind with one, inline (once per touched user)."""
+        _, reports, membership = self.last
+        if reports < 0 and membership < 0:
+            return
+        draft = self.draft
+        o = draft.offsets
+        if o is None or o[0] != self.partition:  # (a key that moved: a new offset sequence)
+            o = draft.offsets = [self.partition, -1, -1]
+        if reports >= 0:
+            o[REPORTS] = reports
+        if membership >= 0:
+            o[MEMBERSHIP] = membership
 
 
 def is_report_doc(raw: bytes | None) -> bool:

@@ -8,7 +8,6 @@ expected number of such drops is 3.5e-6). docs/design.md, "Throughput".
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import struct
@@ -41,7 +40,7 @@ def unpack_ids(blob: bytes | bytearray) -> tuple[int, ...]:
 
 def ids_text(blob: bytes | bytearray) -> str:
     """Packed digests -> one base64 string (the state's JSON field ``ids``)."""
-    return base64.b64encode(blob).decode("ascii")
+    return binascii.b2a_base64(blob, newline=False).decode("ascii")  # b64encode, unwrapped
 
 
 def stored_ids(doc: dict[str, Any]) -> bytes:

@@ -93,24 +93,26 @@ class Ingest:
             else:
                 plain.append((user_id, t))
         news = contributions([t.draft for _, t in plain])
-        changes: dict[int, tuple[PartitionAggregate, list[Change]]] = {}
+        changes: dict[int, tuple[PartitionAggregate, list[Change]]] = {}  # by partition
+        save, kept = self.store.save, self._written
         for (user_id, t), new in zip(plain, news, strict=True):
             last = events[t.steps[-1]]
-            # before the user's bytes change: a first call builds the aggregate from the store
-            agg = self.store.aggregate(t.partition, last)
-            entry = changes.get(id(agg))  # (the entry keeps agg alive: ids stay unique)
+            entry = changes.get(t.partition)
             if entry is None:
-                entry = changes[id(agg)] = (agg, [])
+                # before the user's bytes change: a first call builds the aggregate from the
+                # store
+                entry = changes[t.partition] = (self.store.aggregate(t.partition, last), [])
+            agg = entry[0]
             entry[1].append((t.old, new))
             t.note_offsets()
-            value = t.draft.to_bytes()
-            self.store.save(user_id, value, last)
+            draft = t.draft
+            value = draft.to_bytes()
+            save(user_id, value, last)
             agg.note_event(t.newest_ts)
-            agg.note_held(user_id, len(t.draft.held))
-            self._written[user_id] = tuple_new(Written, (value, t.draft, new))
+            agg.note_held(user_id, len(draft.held))
+            kept[user_id] = tuple_new(Written, (value, draft, new))
         for agg, pending in changes.values():
             agg.replace_all(pending)
-        kept = self._written
         for user_id in list(itertools.islice(kept, max(0, len(kept) - KEPT_USERS))):
             del kept[user_id]
 
