@@ -37,6 +37,9 @@ TANSU_KNOBS = {
 }
 
 
+INPUT_CPU = "pufferfish_input_cpu_seconds_total"  # the worker's Ingest.handle_batch
+
+
 @dataclass
 class Worker:
     """One pipeline process: its counters, CPU time and log."""
@@ -58,6 +61,10 @@ class Worker:
 
     def handled(self) -> float:
         return self.total("pufferfish_events_consumed_total", "pufferfish_events_rejected_total")
+
+    def input_cpu_seconds(self) -> float:
+        """The worker's input path CPU seconds (0 for the Faust baselines: no such metric)."""
+        return self.total(INPUT_CPU)
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
@@ -89,6 +96,9 @@ class Group:
 
     def cpu_seconds(self) -> float:
         return sum(w.cpu_seconds() for w in self.workers)
+
+    def input_cpu_seconds(self) -> float:
+        return sum(w.input_cpu_seconds() for w in self.workers)
 
     def check_alive(self) -> None:
         for w in self.workers:

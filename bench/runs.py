@@ -43,6 +43,8 @@ class Run:
     pass_cpu_us: list[float] = field(default_factory=list)
     broker_cpu_us: float = float("nan")  # the broker's CPU microseconds per event
     pass_broker_cpu_us: list[float] = field(default_factory=list)
+    input_cpu_us: float = float("nan")  # the worker's input path (Ingest.handle_batch)
+    pass_input_cpu_us: list[float] = field(default_factory=list)
     events: int = 0
     releases: float = 0.0
     rejected: float = 0.0
@@ -53,9 +55,11 @@ class Run:
         self.pass_rates.append(rate_between(samples, lo, hi))
         self.pass_cpu_us.append(cpu_per_event(samples, lo, hi))
         self.pass_broker_cpu_us.append(cpu_per_event(samples, lo, hi, column=3))
+        self.pass_input_cpu_us.append(cpu_per_event(samples, lo, hi, column=4))
         self.rate = _mean(self.pass_rates)
         self.cpu_us = _mean(self.pass_cpu_us)
         self.broker_cpu_us = _mean(self.pass_broker_cpu_us)
+        self.input_cpu_us = _mean(self.pass_input_cpu_us)
 
 
 def all_runs() -> list[Run]:

@@ -11,7 +11,8 @@ from typing import Any
 from bench.harness import Group, Worker
 from bench.workload import produce_sync
 
-Sample = tuple[float, ...]  # (time, handled[, pipeline CPU seconds, broker CPU seconds])
+# (time, handled[, pipeline CPU seconds, broker CPU seconds, input path CPU seconds])
+Sample = tuple[float, ...]
 
 
 def _marks(samples: Sequence[Sample], lo: float, hi: float) -> tuple[Sample, Sample]:
@@ -32,7 +33,7 @@ def rate_between(samples: Sequence[Sample], lo: float, hi: float) -> float:
 
 def cpu_per_event(samples: Sequence[Sample], lo: float, hi: float, column: int = 2) -> float:
     """CPU microseconds per event between the same marks: the pipeline's processes
-    (column 2) or the broker's (column 3)."""
+    (column 2), the broker's (column 3) or the worker's input path (column 4)."""
     a, b = _marks(samples, lo, hi)
     return (b[column] - a[column]) * 1e6 / max(b[1] - a[1], 1.0)
 
@@ -41,13 +42,15 @@ def drain(
     worker: Worker | Group, start: float, m: int, timeout: float,
     check: Callable[[], None] = lambda: None, broker_cpu: Callable[[], float] = lambda: 0.0,
 ) -> list[Sample]:
-    """Sample (time, handled, CPU seconds, broker CPU seconds) every 0.25 s until
-    ``start + m`` are handled; ``check`` raises to stop early (a failed producer)."""
+    """Sample (time, handled, CPU seconds, broker CPU seconds, input path CPU seconds) every
+    0.25 s until ``start + m`` are handled; ``check`` raises to stop early (a failed
+    producer)."""
     samples: list[Sample] = []
     deadline = time.monotonic() + timeout
     while True:
         h = worker.handled()
-        samples.append((time.perf_counter(), h, worker.cpu_seconds(), broker_cpu()))
+        samples.append((time.perf_counter(), h, worker.cpu_seconds(), broker_cpu(),
+                        worker.input_cpu_seconds()))
         if h >= start + m:
             return samples
         worker.check_alive()

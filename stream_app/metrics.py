@@ -99,6 +99,7 @@ class Metrics:
     events_ignored: Counter
     reports_held: Gauge
     reports_held_limit: Gauge
+    input_cpu_seconds: Counter
     window_shown: bool = False
 
     @classmethod
@@ -179,6 +180,11 @@ class Metrics:
                 "pufferfish_reports_held_limit",
                 "Bounds on held reports: max_held_reports_per_user (scope=user), "
                 "max_held_reports (scope=worker)", ["scope"], registry=reg,
+            ),
+            input_cpu_seconds=Counter(
+                "pufferfish_input_cpu_seconds",
+                "CPU time of the input path's batch engine (records parsed, checked and "
+                "applied, users encoded), in the thread that runs it", registry=reg,
             ),
         )
         for reason in IGNORE_REASONS:

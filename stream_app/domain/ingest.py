@@ -65,6 +65,7 @@ class Ingest:
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         """Apply a batch of events (objects with ``.message``); dead letters in record order,
         then those of held reports refused at their user's join."""
+        started = time.thread_time()
         staging = Staging(len(events), self._written)
         self.applier.held_total, self.applier.now = self.store.held_total(), time.time()
         s = self.settings
@@ -77,6 +78,7 @@ class Ingest:
         letters = self.outcomes.count(events, staging.touched, staging.reasons,
                                       staging.is_report, staging.details)
         self.metrics.reports_held.set(self.store.held_total())
+        self.metrics.input_cpu_seconds.inc(time.thread_time() - started)
         return letters
 
     def _commit(

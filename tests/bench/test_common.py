@@ -73,6 +73,9 @@ class _FakePipeline:
     def cpu_seconds(self) -> float:
         return self.count * 1e-5  # 10 us per record
 
+    def input_cpu_seconds(self) -> float:
+        return self.count * 4e-6  # 4 us per record in the input path
+
     def check_alive(self) -> None:
         pass
 
@@ -100,6 +103,7 @@ def test_the_backlog_is_sampled_while_it_is_produced(monkeypatch: pytest.MonkeyP
     rate = rate_between(samples, 50, 950)
     assert 500 < rate < 2000  # 1000 records in ~1 s, sampled every 0.25 s
     assert cpu_per_event(samples, 50, 950) == pytest.approx(10.0)
+    assert cpu_per_event(samples, 50, 950, column=4) == pytest.approx(4.0)
     # the broker's column: 5 ms per 0.25 s sample over the events between the same samples
     i = next(k for k, x in enumerate(samples) if x[1] >= 50)
     j = next(k for k, x in enumerate(samples) if x[1] >= 950)

@@ -86,6 +86,14 @@ def test_throughput_quick(tmp_path: Path) -> None:
     text = run(throughput, tmp_path)
     assert "**Ratio worker / raw =" in text
     assert "| stock Faust, recipe | 1 | 400 |" in text and "worker / stock Faust recipe = " in text
+    # the worker's rows split its CPU: the input path's part is read from its metric
+    row = next(line for line in text.splitlines()
+               if line.startswith("| pufferfish worker, 1 process |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    cpu, input_cpu = float(cells[7].replace(",", "")), float(cells[8].replace(",", ""))
+    assert 0 < input_cpu < cpu
+    recipe = next(line for line in text.splitlines() if line.startswith("| recipe:"))
+    assert recipe.strip("|").split("|")[8].strip() == "n/a"
 
 
 @pytest.mark.integration

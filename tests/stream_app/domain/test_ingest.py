@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import time
 from collections import Counter
 from typing import Any
 
@@ -328,3 +329,18 @@ def test_a_user_stored_anew_between_batches_is_read_from_the_store() -> None:
     state = UserState.from_stored(app.users["a"])
     assert state.counts == (0, 0, 1, 1, 5) and state.value_units == 3 * 1024
     assert app.aggregates[a].sum_units == 3 * 1024
+
+
+def test_the_input_paths_cpu_time_is_counted() -> None:
+    """pufferfish_input_cpu_seconds_total: the thread CPU time of each batch, no more."""
+    app = make_app(settings())
+    records = [Record(*r) for r in workload(seed=3, n=3000)]
+    seen = []
+    for start in range(0, len(records), 500):
+        before = time.thread_time()
+        app.handle_batch(records[start:start + 500])
+        spent = time.thread_time() - before
+        total = app.metrics.registry.get_sample_value("pufferfish_input_cpu_seconds_total")
+        assert total is not None
+        seen.append(total)
+        assert 0 < total - (seen[-2] if len(seen) > 1 else 0.0) <= spent
