@@ -65,6 +65,7 @@ from stream_app.demo.broker_admin import create_topics
 NAME = "latency"
 EPS = 1e6  # noise of a few units: the noisy sum shows which marker value it holds
 PAIRS = ("distribution_presence",)
+LAG_SERIES = ("pufferfish_release_lag_seconds_sum", "pufferfish_release_lag_seconds_count")
 
 
 class LagSampler(threading.Thread):
@@ -81,7 +82,7 @@ class LagSampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def _read(self) -> tuple[float, float]:
-        s = self.worker.samples()
+        s = self.worker.samples(LAG_SERIES)
         return (s.get(("pufferfish_release_lag_seconds_sum", ()), 0.0),
                 s.get(("pufferfish_release_lag_seconds_count", ()), 0.0))
 

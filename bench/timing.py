@@ -48,9 +48,8 @@ def drain(
     samples: list[Sample] = []
     deadline = time.monotonic() + timeout
     while True:
-        h = worker.handled()
-        samples.append((time.perf_counter(), h, worker.cpu_seconds(), broker_cpu(),
-                        worker.input_cpu_seconds()))
+        h, input_cpu = worker.counts()
+        samples.append((time.perf_counter(), h, worker.cpu_seconds(), broker_cpu(), input_cpu))
         if h >= start + m:
             return samples
         worker.check_alive()

@@ -70,11 +70,11 @@ class _FakePipeline:
     def handled(self) -> float:
         return self.count
 
+    def counts(self) -> tuple[float, float]:
+        return self.count, self.count * 4e-6  # 4 us per record in the input path
+
     def cpu_seconds(self) -> float:
         return self.count * 1e-5  # 10 us per record
-
-    def input_cpu_seconds(self) -> float:
-        return self.count * 4e-6  # 4 us per record in the input path
 
     def check_alive(self) -> None:
         pass
