@@ -46,6 +46,7 @@ METRIC_NAMES = (
     "pufferfish_reports_held",
     "pufferfish_reports_held_limit",
     "pufferfish_consumer_seeks_total",
+    "pufferfish_input_cpu_seconds_total",
     "pufferfish_build_info",
 )
 

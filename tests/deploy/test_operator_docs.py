@@ -182,8 +182,14 @@ def test_readme_local_broker_walk_on_a_fresh_clone(tmp_path: Path) -> None:
                     and sample(got, "pufferfish_events_consumed_total",
                                {"kind": "membership"}) == 4)
 
-        wait_for(consumed, 60, "the worker to consume examples/events.jsonl",
-                 detail=lambda: err_path.read_text(errors="replace")[-3000:])
+        def counts() -> str:
+            got = scrape(url)
+            return "input counters: " + ", ".join(
+                f"{name}{dict(labels)}={value:g}" for (name, labels), value in sorted(got.items())
+                if name.startswith(("pufferfish_events_", "pufferfish_reports_held"))
+                and value) + "\n" + err_path.read_text(errors="replace")[-3000:]
+
+        wait_for(consumed, 60, "the worker to consume examples/events.jsonl", detail=counts)
         assert (clone / "out" / "release-state-releases.json").is_file()  # data_dir: out
     finally:
         stop_group(proc.pid)
