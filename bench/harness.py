@@ -22,7 +22,7 @@ from typing import Any
 
 from bench._common import REPO
 from stream_app.demo.broker import EmbeddedBroker, free_port
-from stream_app.metrics_page import Samples, local_url, scrape, totals
+from stream_app.metrics_page import Samples, fetch, local_url, scrape, totals
 
 PARTITIONS = 4
 DOMAIN = tuple(float(v) for v in range(16))
@@ -164,16 +164,41 @@ def start_pipeline(
     base.update(settings)
     for name, value in base.items():
         env[f"PUFFERFISH_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
-    port = free_port()
-    env["PUFFERFISH_METRICS_PORT"] = str(port)
     env["PYTHONPATH"] = str(REPO)
     log_path = workdir / f"worker-{tag}{run}-{cmd[-1]}-{index}.log"
-    proc = subprocess.Popen(
-        [sys.executable, *cmd], env=env, cwd=str(workdir),
-        stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
+    for _ in range(PORT_ATTEMPTS):
+        # free a moment ago: another process (a parallel test) may take it before the pipeline
+        # binds it, and the pipeline then exits at once; it is started again on another port
+        port = free_port()
+        env["PUFFERFISH_METRICS_PORT"] = str(port)
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        proc = subprocess.Popen(
+            [sys.executable, *cmd], env=env, cwd=str(workdir),
+            stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+        )
+        if not _lost_its_port(proc, port, log_path, offset):
+            break
     return Worker(proc, port, log_path, topics)
+
+
+PORT_ATTEMPTS = 3
+
+
+def _lost_its_port(proc: subprocess.Popen[bytes], port: int, log_path: Path,
+                   offset: int, timeout: float = 60.0) -> bool:
+    """Waits until the pipeline serves its metrics; True when it exited because the port was
+    taken (any other exit is left to the caller's ``check_alive``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            with open(log_path, "rb") as log:
+                log.seek(offset)
+                return b"Address already in use" in log.read()
+        if fetch(local_url(port), timeout=1.0) is not None:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 def wait_for(worker: Worker | Group, count: float, timeout: float, what: str) -> None:
