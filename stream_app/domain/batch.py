@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from stream_app.domain.aggregate import Contribution, PartitionAggregate
-from stream_app.domain.draft import MEMBERSHIP, REPORTS, Draft, Stored
+from stream_app.domain.draft import Draft, Stored
 from stream_app.domain.inputs import MembershipIn, ReportIn
 from stream_app.domain.rejection import IGNORE_REASONS
 
@@ -124,19 +124,9 @@ class Touched:
         return offset is not None and offset <= self.seen[kind]
 
     def note_offsets(self) -> None:
-        """The batch's newest offsets into the draft (before it is encoded):
-        ``Draft.note_offset`` of each kind with one, inline (once per touched user)."""
+        """The batch's newest offsets into the draft (before it is encoded)."""
         _, reports, membership = self.last
-        if reports < 0 and membership < 0:
-            return
-        draft = self.draft
-        o = draft.offsets
-        if o is None or o[0] != self.partition:  # (a key that moved: a new offset sequence)
-            o = draft.offsets = [self.partition, -1, -1]
-        if reports >= 0:
-            o[REPORTS] = reports
-        if membership >= 0:
-            o[MEMBERSHIP] = membership
+        self.draft.note_offsets(self.partition, reports, membership)
 
 
 def is_report_doc(raw: bytes | None) -> bool:

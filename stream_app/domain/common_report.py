@@ -23,10 +23,10 @@ import orjson
 from stream_app.domain.batch import Touched
 from stream_app.domain.digests import DIGEST_BYTES
 from stream_app.domain.draft import REPORTS
+from stream_app.domain.inputs import ID_MAX
 from stream_app.domain.rules import EventRules
 
 _INF = float("inf")
-_ID_MAX = 128  # Identifier's max_length (stream_app.domain.inputs)
 
 StageOne = Callable[[int, Any], None]  # the general path for record i
 # a user's first record of the batch: its key and partition checked, its Touched made (None:
@@ -60,8 +60,8 @@ def stage(
         uid, value, rid, ts = doc.get("user_id"), doc.get("value"), doc.get("report_id"), \
             doc.get("ts")
         # read_report's acceptance
-        if type(uid) is not str or not 0 < len(uid) <= _ID_MAX or type(rid) is not str \
-                or not 0 < len(rid) <= _ID_MAX or type(value) is not float \
+        if type(uid) is not str or not 0 < len(uid) <= ID_MAX or type(rid) is not str \
+                or not 0 < len(rid) <= ID_MAX or type(value) is not float \
                 or not -_INF < value < _INF or type(ts) is not float or not 0.0 <= ts < _INF:
             stage_one(i, event)
             continue

@@ -141,12 +141,21 @@ class Draft:
         return offset is not None and o is not None and o[0] == partition and offset <= o[kind]
 
     def note_offset(self, kind: int, partition: int, offset: int | None) -> None:
-        if offset is None:
+        if offset is not None:
+            self.note_offsets(partition, offset if kind == REPORTS else -1,
+                              offset if kind == MEMBERSHIP else -1)
+
+    def note_offsets(self, partition: int, reports: int, membership: int) -> None:
+        """The newest offsets of each kind on ``partition`` (-1: none of that kind)."""
+        if reports < 0 and membership < 0:
             return
         o = self.offsets
         if o is None or o[0] != partition:  # (a key that moved: a new offset sequence)
             o = self.offsets = [partition, -1, -1]
-        o[kind] = offset
+        if reports >= 0:
+            o[REPORTS] = reports
+        if membership >= 0:
+            o[MEMBERSHIP] = membership
 
     def report(self, report: Report | ReportIn, partition: int, rules: EventRules) -> None:
         """Apply an accepted report; Rejected for out_of_domain/not_present/duplicate."""

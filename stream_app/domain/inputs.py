@@ -37,7 +37,7 @@ class MembershipIn(NamedTuple):
 
 
 _INF = math.inf
-_ID_MAX = 128  # Identifier's max_length
+ID_MAX = 128  # Identifier's max_length (also common_report's inline check)
 # builds a NamedTuple without its Python-level __new__ (hot paths: one per record or user)
 tuple_new = tuple.__new__
 
@@ -60,8 +60,8 @@ def read_report(raw: bytes | None, max_bytes: int) -> ReportIn:
     if got is not None:
         uid, value, rid, ts = got
         # exact JSON types (str, float) within the model's bounds; NaN fails every comparison
-        if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(rid) is str \
-                and 0 < len(rid) <= _ID_MAX and type(value) is float and -_INF < value < _INF \
+        if type(uid) is str and 0 < len(uid) <= ID_MAX and type(rid) is str \
+                and 0 < len(rid) <= ID_MAX and type(value) is float and -_INF < value < _INF \
                 and type(ts) is float and 0.0 <= ts < _INF:
             return tuple_new(ReportIn, got)
     r = parse_report(raw, max_bytes)
@@ -73,9 +73,9 @@ def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
     got = _fields(raw, max_bytes, MembershipIn._fields)
     if got is not None:
         uid, event, group, ts = got
-        if type(uid) is str and 0 < len(uid) <= _ID_MAX and type(event) is str \
+        if type(uid) is str and 0 < len(uid) <= ID_MAX and type(event) is str \
                 and (event == "join" or event == "leave") \
-                and (group is None or (type(group) is str and 0 < len(group) <= _ID_MAX)) \
+                and (group is None or (type(group) is str and 0 < len(group) <= ID_MAX)) \
                 and type(ts) is float and 0.0 <= ts < _INF:
             return tuple_new(MembershipIn, got)
     m = parse_membership(raw, max_bytes)

@@ -72,11 +72,16 @@ class OneRecord:
         msg = event.message
         key, partition = msg.key, msg.partition
         try:
-            check_key(key, user_id)
-            self.partition_check.check(key, partition)
+            self._check(key, user_id, partition)
         except Rejected:
             return None
         return self._new(staging, user_id, key, partition, event)
+
+    def _check(self, key: bytes | None, user_id: str, partition: int) -> None:
+        """The key is the user_id, then the partitioning contract (before any state is read
+        or changed); Rejected."""
+        check_key(key, user_id)
+        self.partition_check.check(key, partition)  # type: ignore[arg-type]
 
     def _new(self, staging: Staging, user_id: str, key: bytes, partition: int,
              event: Any) -> Touched:
@@ -95,9 +100,7 @@ class OneRecord:
             t = staging.touched.get(user_id)
             if t is None or key != t.key or partition != t.partition:
                 # (the same key and partition as the user's first record passed already)
-                check_key(key, user_id)
-                # the partitioning contract, before any state is read or changed
-                self.partition_check.check(key, partition)
+                self._check(key, user_id, partition)
                 if t is None:
                     t = self._new(staging, user_id, key, partition, event)
                 elif partition != t.partition:
