@@ -36,6 +36,7 @@ from faust.types import TP
 from mode import Service
 
 from stream_app.faust_adapter.fetch import RefetchingGetmany
+from stream_app.faust_adapter.flow_stop import FlowStopHooks
 from stream_app.faust_adapter.handoff import GuardedHandOff
 from stream_app.faust_adapter.offsets import ExpectedOffsets, Verdict
 from stream_app.metrics import CONSUMER_SEEKS
@@ -62,7 +63,7 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
 
-class PufferfishConsumer(RefetchingGetmany, GuardedHandOff, AIOKafkaConsumer):
+class PufferfishConsumer(FlowStopHooks, RefetchingGetmany, GuardedHandOff, AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (offsets.py: records are
     handed over in offset order, an abandoned hand-off is fetched again)."""
 

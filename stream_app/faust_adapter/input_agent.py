@@ -2,10 +2,11 @@
 
 take_events acks a batch's events (so their offsets may be committed) when the agent asks for
 the next batch, or when the generator is closed. Each batch holds one more reference of its own
-(hold_back), released only once the broker has acknowledged all of the batch's writes: the next
-batch is collected and applied while the previous one's writes are in flight (one batch at
-most, in order), and a batch whose writes did not all succeed never reaches the consumer's acks
-(docs/design.md, "Delivery semantics").
+(hold_back), released only once the broker has acknowledged all of its writes. The writes of
+the batches of ``changelog_flush_seconds`` are sent together (write_window.py: one changelog
+record per user, its last value); the next window is collected and applied while the previous
+one's writes are in flight (one window at most, in order), and a window whose writes did not
+all succeed never reaches the consumer's acks (docs/design.md, "Delivery semantics").
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ import orjson
 from stream_app.domain.batch import DeadLetters
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import dead_letter, to_bytes
-from stream_app.faust_adapter.user_table import UserTable, Write
+from stream_app.faust_adapter.user_table import UserTable
 from stream_app.faust_adapter.write_acks import (
     PendingWrites,
     WriteNotAcknowledged,
     first_offsets,
     hold_back,
 )
+from stream_app.faust_adapter.write_window import WriteWindow
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
 
@@ -43,7 +45,10 @@ class InputAgent:
         self.app = app
         self.deadletter_topic = deadletter_topic
         self.metrics = metrics
-        # the input batch whose writes are in flight (the held-report expiry waits for it)
+        # the writes of the batches applied since the last flush (changelog_flush_seconds)
+        self.window = WriteWindow()
+        self._timer: asyncio.TimerHandle | None = None
+        # the newest window sent whose writes are not all acknowledged yet (windows in order)
         self.inflight: asyncio.Future[None] | None = None
         # set when a batch's record was not acknowledged: the worker stops (runner: exit 75)
         self.write_failure: WriteNotAcknowledged | None = None
@@ -53,34 +58,62 @@ class InputAgent:
         # Faust and aiokafka would build a record (measured -19 %). Reset it to ours.
         logging.getLogger().setLevel(self.settings.log_level.upper())
         s = self.settings
-        inflight: asyncio.Future[None] | None = None
+        hooks = self.app.consumer.on_flow_stopped  # a rebalance or the stop: flush at once
+        if self.flush not in hooks:
+            hooks.append(self.flush)
         try:
             async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
                 letters = self.handle_batch(events)
-                changes = self.table.take_writes()  # this batch's (timers add others)
                 hold_back(events)
-                if inflight is not None:
-                    await inflight  # the previous batch's writes first (their order)
-                inflight = self.inflight = asyncio.ensure_future(
-                    self._write_then_release(letters, changes, events))
-            if inflight is not None:
-                await inflight
+                self.window.add(letters, self.table.take_writes(), events, time.monotonic())
+                if self.window.due(time.monotonic(), s.changelog_flush_seconds):
+                    if self.inflight is not None:
+                        await self.inflight  # at most one window in flight (and in order)
+                    self.flush()
+                else:
+                    self._flush_later()
+            await self.flushed()
         except BaseException:
-            if inflight is not None and not inflight.done():
-                inflight.cancel()  # its events stay held back: processed again after a restart
+            if self.inflight is not None and not self.inflight.done():
+                self.inflight.cancel()  # its events stay held back: processed again later
             raise
 
-    async def _write_then_release(self, letters: DeadLetters,
-                                  changes: list[Write],
-                                  events: Sequence[Any]) -> None:
-        """Write a batch, then release its events (their offsets may be committed); a write
-        not acknowledged stops the worker with the batch held back."""
+    def flush(self) -> asyncio.Future[None] | None:
+        """Send the open window's writes after the previous window's (returns the future that
+        releases its events once they are acknowledged)."""
+        window, self.window = self.window, WriteWindow()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if window:
+            self.inflight = asyncio.ensure_future(
+                self._write_then_release(window, self.inflight))
+        return self.inflight
+
+    async def flushed(self) -> None:
+        """Flush the open window and wait until every window sent is settled."""
+        inflight = self.flush()
+        if inflight is not None:
+            await inflight
+
+    def _flush_later(self) -> None:
+        """A window is flushed when it is due even if no further batch comes."""
+        if self._timer is None and self.window:
+            self._timer = asyncio.get_running_loop().call_later(
+                self.settings.changelog_flush_seconds, self.flush)
+
+    async def _write_then_release(self, window: WriteWindow,
+                                  previous: asyncio.Future[None] | None) -> None:
+        """Write a window after the previous one, then release its events (their offsets may
+        be committed); a write not acknowledged stops the worker with the window held back."""
+        if previous is not None:
+            await asyncio.shield(previous)  # cancelling this window does not cancel that one
         try:
-            await self._write_batch(letters, changes)
+            await self._write_batch(window.letters, window.values)
         except WriteNotAcknowledged as exc:
-            await self._stop_on_lost_write(exc, events)
+            await self._stop_on_lost_write(exc, window.events)
             return
-        for event in events:
+        for event in window.events:
             event.ack()
 
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
@@ -91,36 +124,31 @@ class InputAgent:
             self.table.reset_event(token)
 
     async def _write_batch(self, letters: DeadLetters,
-                           changes: list[Write] | None = None) -> None:
-        """Send the batch's dead letters, then its changelog records, and wait until the broker
-        has acknowledged every one; WriteNotAcknowledged otherwise. Dead letters are
+                           values: dict[tuple[str, int], bytes]) -> None:
+        """Send the window's dead letters, then its changelog records, and wait until the
+        broker has acknowledged every one; WriteNotAcknowledged otherwise. Dead letters are
         acknowledged first: a user's stored state records the input offsets it reflects (a
         replay skips them), so a dead letter must be written before that state is, or a crash
         between the two would lose it (at least once, as before offsets were recorded)."""
-        if changes is None:
-            changes = self.table.take_writes()
         writes = PendingWrites()
         if letters:
             await writes.issue("dead letter", self._send_dead_letters(letters))
             await writes.acknowledged()
-        await writes.issue("changelog", self._send_changelog(changes))
+        await writes.issue("changelog", self._send_changelog(values))
         results = await writes.acknowledged()
         if results.get("changelog"):
             self._changelog_persisted(results["changelog"])
 
-    async def _send_changelog(self, writes: list[Write]) -> list[Any]:
-        """One changelog record per user written in the batch (its last value), on the user's
-        input partition: what ``users[k] = v`` would send, without its per-write overhead.
-        Returns the sends' futures."""
-        if not writes:
+    async def _send_changelog(self, values: dict[tuple[str, int], bytes]) -> list[Any]:
+        """One changelog record per (user, input partition) written in the window, its last
+        value: what ``users[k] = v`` would send, without its per-write overhead (a user's
+        records span two partitions only when its key moved). Returns the sends' futures."""
+        if not values:
             return []
-        # a user's records in one batch span two partitions only when its key moved
-        # (ingest replays them): one record per (user, partition), the last value of each
-        last = {(user_id, partition): value for user_id, value, partition in writes}
         topic = self.table.users.changelog_topic.get_topic_name()
         send = self.app.producer.send
         return [await send(topic, orjson.dumps(user_id), value, partition, None, None)
-                for (user_id, partition), value in last.items()]
+                for (user_id, partition), value in values.items()]
 
     def _changelog_persisted(self, results: Sequence[Any]) -> None:
         """What Faust's table does: a persistent store (RocksDB) records the changelog offset
@@ -153,18 +181,16 @@ class InputAgent:
         await self.app.crash(exc)
         await asyncio.Event().wait()
 
-    async def expire_held(self, partitions: Sequence[int]) -> None:
+    def expire_held(self, partitions: Sequence[int]) -> None:
         """Dead-letter (not_present) the held reports whose join_grace_seconds passed, on the
-        given input partitions; the users are written without them first."""
-        # after the input batch in flight: a user's record from it must not follow this one
-        while self.inflight is not None and not self.inflight.done():
-            await asyncio.wait([self.inflight])
+        given input partitions: the users written without them join the open window (after
+        the batches before, as every write of a user does), which is then flushed."""
         token = self.table.without_event()
         try:
             letters = self.ingest.expire_held(partitions)
         finally:
             self.table.reset_event(token)
-        try:
-            await self._write_batch(letters)
-        except WriteNotAcknowledged as exc:  # the expiry is redone from the recovered state
-            await self._stop_on_lost_write(exc, ())
+        writes = self.table.take_writes()
+        if letters or writes:
+            self.window.add(letters, writes, (), time.monotonic())
+            self._flush_later()

@@ -146,7 +146,7 @@ class PufferfishApp:
 
     async def _expire_held(self) -> None:
         if self._ready():
-            await self.input.expire_held(sorted(
+            self.input.expire_held(sorted(
                 tp.partition for tp in self._assigned()
                 if tp.topic == self.settings.topic_reports))
 

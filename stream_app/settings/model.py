@@ -130,6 +130,8 @@ class Settings(BaseSettings):
     # 0.2 s missed the release latency goal, bench/RESULTS.md section 5).
     batch_max_events: int = Field(default=10_000, ge=1, le=1_000_000)
     batch_within_seconds: float = Field(default=0.1, gt=0, le=60)
+    # one changelog record per user per window, offsets committed after (design.md: write window)
+    changelog_flush_seconds: float = Field(default=0.5, ge=0, le=60)
     # Producer linger (s): batches changelog and output records (+58 % on a real Kafka).
     # tansu: 0 with producer_max_batch_size=1 (its ListOffsets defect loses batched changelog
     # records on recovery).
@@ -201,7 +203,7 @@ class Settings(BaseSettings):
     @field_validator(
         "epsilon", "budget_total", "release_period_seconds", "epsilon_learn",
         "learn_period_seconds", "prior_floor", "learn_min_mass", "batch_within_seconds",
-        "producer_linger_seconds",
+        "producer_linger_seconds", "changelog_flush_seconds",
     )
     @classmethod
     def _finite(cls, v: float) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from stream_app.demo.broker import free_port
 from stream_app.demo.broker_admin import create_topics
@@ -404,6 +404,34 @@ def users_changelog(bootstrap: str, app_id: str, to_end: bool = True
         else:
             latest[key] = value
     return latest
+
+
+def changelog_records(bootstrap: str, app_id: str) -> list[tuple[Any, Any]]:
+    """Every record of the users changelog to its end, in log order per partition: (key,
+    state or None)."""
+    return list(run(_read_keyed(bootstrap, f"{app_id}-users-changelog", True)))
+
+
+async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    # a consumer in the group that never subscribes: committed() is one OffsetFetch
+    # (aiokafka's admin client cannot decode tansu's OffsetFetch response)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        out = {}
+        for partition in sorted(consumer.partitions_for_topic(topic) or ()):
+            offset = await consumer.committed(TopicPartition(topic, partition))
+            if offset is not None:
+                out[partition] = offset
+        return out
+    finally:
+        await consumer.stop()
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offset per partition of `topic` (absent: none committed)."""
+    return asyncio.run(_committed(bootstrap, group, topic))
 
 
 def accepted_total(states: dict[str, dict[str, Any]]) -> int:

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     Topics,
     Worker,
+    committed,
     fresh_ports,
     laplace_bound,
     new_topics,
@@ -72,28 +73,6 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
             ) -> list[tuple[int, int]]:
     """Send keyed records in order; (partition, offset) of each."""
     return asyncio.run(_produce(bootstrap, topic, records))
-
-
-async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    # a consumer in the group that never subscribes: committed() is one OffsetFetch
-    # (aiokafka's admin client cannot decode tansu's OffsetFetch response)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        out = {}
-        for partition in sorted(consumer.partitions_for_topic(topic) or ()):
-            offset = await consumer.committed(TopicPartition(topic, partition))
-            if offset is not None:
-                out[partition] = offset
-        return out
-    finally:
-        await consumer.stop()
-
-
-def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offset per partition of `topic` (absent: none committed)."""
-    return asyncio.run(_committed(bootstrap, group, topic))
 
 
 def ends(placed: list[tuple[int, int]]) -> dict[int, int]:

@@ -64,6 +64,10 @@ FINGERPRINTS = {
     "mode.utils.queues:FlowControlQueue.clear": "2feed9a4f3cffbb8",
     "faust.tables.recovery:Recovery._resume_streams": "5d134dc4251d1841",
     "faust.web.base:Web._enabled_blueprints": "43d2704304358002",
+    # stream_app/faust_adapter/flow_stop.py: Faust stops the flow, then waits for the acks
+    "faust.transport.consumer:Consumer.stop_flow": "e74224d39c5c9616",
+    "faust.app.base:App._on_partitions_revoked": "eb7d2a49c65932c5",
+    "faust.app.base:App._stop_consumer": "d5ad74f5ac05a30f",
     # stream_app/faust_adapter/worker.py: table writes without Faust's per-write path, batches
     "faust.streams:current_event": "3de913a78d85d158",
     "faust.stores.rocksdb:Store._set": "28bfcd3884f22543",
