@@ -53,6 +53,14 @@ def env_for(broker: EmbeddedBroker, topics: Topics, data: Path, flush: str) -> d
     })
 
 
+def start(broker: EmbeddedBroker, tmp_path: Path, partitions: int, flush: str,
+          name: str = "w") -> tuple[Topics, dict[str, str], Worker]:
+    """Fresh topics and a worker on them with this flush window."""
+    topics = new_topics(broker.bootstrap, partitions)
+    env = env_for(broker, topics, tmp_path / "data", flush)
+    return topics, env, Worker(env, tmp_path, name).start()
+
+
 def records_of(bootstrap: str, topics: Topics, user: str) -> list[dict[str, Any]]:
     return [v for k, v in changelog_records(bootstrap, topics.app_id) if k == user]
 
@@ -70,9 +78,7 @@ def test_one_changelog_record_per_user_and_window(
     broker_module: EmbeddedBroker, tmp_path: Path, flush: str, records: int
 ) -> None:
     bootstrap = broker_module.bootstrap
-    topics = new_topics(bootstrap, 1)
-    worker = Worker(env_for(broker_module, topics, tmp_path / "data", flush), tmp_path,
-                    "w").start()
+    topics, _, worker = start(broker_module, tmp_path, 1, flush)
     try:
         wait_ready(worker)
         join(bootstrap, topics, worker, ["u"])
@@ -96,9 +102,7 @@ def test_a_sigkill_that_loses_an_open_window_loses_nothing(
     broker_module: EmbeddedBroker, tmp_path: Path
 ) -> None:
     bootstrap = broker_module.bootstrap
-    topics = new_topics(bootstrap, 2)
-    env = env_for(broker_module, topics, tmp_path / "data", "60")
-    first = Worker(env, tmp_path, "first").start()
+    topics, env, first = start(broker_module, tmp_path, 2, "60", "first")
     restarted: Worker | None = None
     try:
         wait_ready(first)
@@ -134,9 +138,7 @@ def test_a_graceful_stop_writes_the_open_window(
     broker_module: EmbeddedBroker, tmp_path: Path
 ) -> None:
     bootstrap = broker_module.bootstrap
-    topics = new_topics(bootstrap, 1)
-    worker = Worker(env_for(broker_module, topics, tmp_path / "data", "60"), tmp_path,
-                    "w").start()
+    topics, _, worker = start(broker_module, tmp_path, 1, "60")
     try:
         wait_ready(worker)
         join(bootstrap, topics, worker, ["a"])
