@@ -82,8 +82,9 @@ def read_membership(raw: bytes | None, max_bytes: int) -> MembershipIn:
     return MembershipIn(m.user_id, m.event, m.group, m.ts)
 
 
-def check_key(key: bytes | None, user_id: str) -> None:
-    """The record key must be the user_id (it decides the partition, hence the state owner)."""
+def check_key(key: bytes | None, user_id: str) -> bytes:
+    """The record key must be the user_id (it decides the partition, hence the state owner);
+    returns it."""
     if key is None:
         raise Rejected("key_mismatch", "record key is null (must be the user_id)")
     try:
@@ -92,3 +93,4 @@ def check_key(key: bytes | None, user_id: str) -> None:
         raise Rejected("key_mismatch", "record key is not UTF-8 (must be the user_id)") from None
     if text != user_id:
         raise Rejected("key_mismatch", "record key is not the user_id")
+    return key

@@ -80,8 +80,7 @@ class OneRecord:
     def _check(self, key: bytes | None, user_id: str, partition: int) -> None:
         """The key is the user_id, then the partitioning contract (before any state is read
         or changed); Rejected."""
-        check_key(key, user_id)
-        self.partition_check.check(key, partition)  # type: ignore[arg-type]
+        self.partition_check.check(check_key(key, user_id), partition)
 
     def _new(self, staging: Staging, user_id: str, key: bytes, partition: int,
              event: Any) -> Touched:

@@ -65,8 +65,9 @@ class InputAgent:
             async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
                 letters = self.handle_batch(events)
                 hold_back(events)
-                self.window.add(letters, self.table.take_writes(), events, time.monotonic())
-                if self.window.due(time.monotonic(), s.changelog_flush_seconds):
+                now = time.monotonic()
+                self.window.add(letters, self.table.take_writes(), events, now)
+                if self.window.due(now, s.changelog_flush_seconds):
                     if self.inflight is not None:
                         await self.inflight  # at most one window in flight (and in order)
                     self.flush()
@@ -109,7 +110,7 @@ class InputAgent:
         if previous is not None:
             await asyncio.shield(previous)  # cancelling this window does not cancel that one
         try:
-            await self._write_batch(window.letters, window.values)
+            await self._write_window(window.letters, window.values)
         except WriteNotAcknowledged as exc:
             await self._stop_on_lost_write(exc, window.events)
             return
@@ -123,8 +124,8 @@ class InputAgent:
         finally:
             self.table.reset_event(token)
 
-    async def _write_batch(self, letters: DeadLetters,
-                           values: dict[tuple[str, int], bytes]) -> None:
+    async def _write_window(self, letters: DeadLetters,
+                            values: dict[tuple[str, int], bytes]) -> None:
         """Send the window's dead letters, then its changelog records, and wait until the
         broker has acknowledged every one; WriteNotAcknowledged otherwise. Dead letters are
         acknowledged first: a user's stored state records the input offsets it reflects (a
