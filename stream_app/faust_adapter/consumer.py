@@ -35,6 +35,7 @@ from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 from faust.types import TP
 from mode import Service
 
+from stream_app.faust_adapter.commit_guard import CommitGuard
 from stream_app.faust_adapter.fetch import RefetchingGetmany
 from stream_app.faust_adapter.flow_stop import FlowStopHooks
 from stream_app.faust_adapter.handoff import GuardedHandOff
@@ -63,7 +64,8 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
 
-class PufferfishConsumer(FlowStopHooks, RefetchingGetmany, GuardedHandOff, AIOKafkaConsumer):
+class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedHandOff,
+                         AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (offsets.py: records are
     handed over in offset order, an abandoned hand-off is fetched again)."""
 

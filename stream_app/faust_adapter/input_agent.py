@@ -35,6 +35,9 @@ from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# a commit that takes longer (the broker may be what failed) is given up: the stop goes on
+COMMIT_BEFORE_STOP_SECONDS = 10.0
+
 
 class InputAgent:
     def __init__(self, settings: Settings, ingest: Ingest, table: UserTable, app: Any,
@@ -172,15 +175,24 @@ class InputAgent:
     async def _stop_on_lost_write(self, exc: WriteNotAcknowledged, events: Sequence[Any]
                                   ) -> None:
         """Stop the worker, non-zero (mode's crash: the worker stops, then exits 1; the
-        runner makes it 75). Faust commits acked offsets when it stops; the held-back batch is
-        never acked, so the commit ends before it. Waits until the shutdown cancels the agent:
-        asking for the next batch would ack this one."""
+        runner makes it 75). The acked offsets are committed first, while the consumer's
+        thread runs (after the crash its commits are skipped: commit_guard.py); the held-back
+        window is never acked, so the commit ends before it. Waits until the shutdown cancels
+        this task."""
         self.write_failure = exc
         self.metrics.broker_errors.inc()
         log.error("stopping the worker: %s; the input offsets from %s are not committed and "
                   "are processed again after a restart", exc, first_offsets(events))
+        await self._commit_acked()
         await self.app.crash(exc)
         await asyncio.Event().wait()
+
+    async def _commit_acked(self) -> None:
+        try:
+            await asyncio.wait_for(self.app.consumer.commit(), COMMIT_BEFORE_STOP_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the stop goes on; a restart replays more
+            log.warning("the acknowledged input offsets were not committed before the stop "
+                        "(%s)", type(exc).__name__)
 
     def expire_held(self, partitions: Sequence[int]) -> None:
         """Dead-letter (not_present) the held reports whose join_grace_seconds passed, on the
