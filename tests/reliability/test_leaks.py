@@ -167,7 +167,13 @@ def test_metrics_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
 def test_release_records_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
     for name, run in runs.items():
         assert run.releases
-        _assert_clean(f"worker {name} releases", json.dumps(run.releases))
+        fields = [{k: v for k, v in r.items() if k != "noisy_sum"} for r in run.releases]
+        _assert_clean(f"worker {name} releases", json.dumps(fields))
+        # a noisy sum equals a sentinel by chance with probability ~1e-7 a release (theta 15554
+        # on a 2**-10 grid; ~40 releases in all: ~5e-6 a run); twice, ~1e-11. Releases without
+        # noise would put at least the last two on the exact sum, a sentinel
+        hits = [r["noisy_sum"] for r in run.releases if find(json.dumps(r["noisy_sum"]), SENTINELS)]
+        assert len(hits) <= 1, f"worker {name}: noisy sums equal to a sentinel: {hits}"
 
 
 def test_dead_letter_fields_other_than_raw_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
@@ -181,11 +187,13 @@ def test_dead_letter_fields_other_than_raw_carry_no_sentinel(runs: dict[str, Run
 def test_same_inputs_give_different_noise(runs: dict[str, RunOutput]) -> None:
     a, b = runs["A"].releases, runs["B"].releases
     assert a[-1]["theta"] == b[-1]["theta"]
-    # theta = 15554 on a 2**-10 grid: two independent draws coincide with prob. < 1e-7.
+    # theta = 15554 on a 2**-10 grid: two independent draws of one sum coincide with prob.
+    # ~1.6e-8; the runs have ~400 such pairs (~6e-6 a run), so one repeat is let pass (two:
+    # ~2e-11). Reused or seeded noise repeats on nearly every pair of equal sums.
     assert a[-1]["noisy_sum"] != b[-1]["noisy_sum"]
     noisy_a = {r["noisy_sum"] for r in a}
-    assert len(noisy_a) == len(a), "repeated noisy values within one run"
-    assert not noisy_a & {r["noisy_sum"] for r in b}
+    assert len(a) - len(noisy_a) <= 1, "repeated noisy values within one run"
+    assert len(noisy_a & {r["noisy_sum"] for r in b}) <= 1
 
 
 def test_every_listening_socket_is_loopback(runs: dict[str, RunOutput]) -> None:
