@@ -153,7 +153,8 @@ exit 3
 
 # A stand-in Python for start-tansu.sh: records its calls; the venv's import check passes once
 # "pip install" ran (or the venv was made complete); the broker helpers answer as the real ones
-# do, with TANSU_READY deciding wait_ready's exit status.
+# do, with TANSU_READY deciding wait_ready's exit status. wait_ready returns once the stand-in
+# broker (started in the background) has written its pid, as the real one waits for the broker.
 _FAKE_PYTHON = """#!/usr/bin/env bash
 here=$(cd "$(dirname "$0")/.." && pwd)
 echo "{label} ${{*//$'\\n'/ }}" >> {calls}  # one line per call
@@ -164,7 +165,8 @@ case "$*" in
   "-m pip"*) ;;
   *free_port*) echo 45999 ;;
   *tansu_binary*) echo {tansu} ;;
-  *wait_ready*) exit "${{TANSU_READY:-0}}" ;;
+  *wait_ready*) for _ in $(seq 200); do [ -s {pid} ] && break; sleep 0.05; done
+    exit "${{TANSU_READY:-0}}" ;;
 esac
 exit 0
 """
@@ -181,7 +183,8 @@ def _tansu_repo(tmp_path: Path, venv: str) -> tuple[Path, Path, dict[str, str]]:
     calls = repo / "calls.log"
     tansu = repo / "tansu"  # stays up like a broker, and says who it is
     _write_exe(tansu, f"#!/usr/bin/env bash\necho $$ > {repo}/tansu.pid\nexec sleep 300\n")
-    fake = _FAKE_PYTHON.format(calls=calls, tansu=tansu, label="venv-python")
+    fake = _FAKE_PYTHON.format(calls=calls, tansu=tansu, label="venv-python",
+                               pid=repo / "tansu.pid")
     bin_dir = tmp_path / "fakebin"
     # python3 -m venv DIR: a venv whose python is the stand-in
     _write_exe(bin_dir / "python3", f"""#!/usr/bin/env bash
@@ -255,7 +258,8 @@ def test_start_tansu_creates_and_installs_the_venv(tmp_path: Path, venv: str) ->
 def test_start_tansu_takes_python_from_the_environment(tmp_path: Path) -> None:
     repo, calls, env = _tansu_repo(tmp_path, venv="none")
     _write_exe(tmp_path / "own" / "python",
-               _FAKE_PYTHON.format(calls=calls, tansu=repo / "tansu", label="own-python"))
+               _FAKE_PYTHON.format(calls=calls, tansu=repo / "tansu", label="own-python",
+                                   pid=repo / "tansu.pid"))
     env["PYTHON"] = str(tmp_path / "own" / "python")
     result = _start_tansu(repo, env, repo, "0")
     try:
