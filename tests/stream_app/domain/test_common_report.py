@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from stream_app.domain.rules import EventRules
 from stream_app.domain.state import UserState
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
+from tests.stream_app.domain.clock import FixedClock
 from tests.stream_app.domain.memory_store import MemoryStore
 
 DOMAIN = (0.0, 1.0, 2.0, 3.0, 4.0)
@@ -36,18 +36,6 @@ USERS = [f"u{i}" for i in range(10)] + ["\u00e9t\u00e9"]
 def home(user: str) -> int:
     """The Java client's partition (aiokafka's murmur2: an implementation other than ours)."""
     return int(murmur2(user.encode()) & 0x7FFFFFFF) % PARTITIONS
-
-
-class FixedClock:
-    """The ingest's clock (a held report keeps its arrival time): the same in both runs; its
-    CPU clock is the real one (``pufferfish_input_cpu_seconds_total``)."""
-
-    now = 1_000_000.0
-    thread_time = staticmethod(time.thread_time)
-
-    @classmethod
-    def time(cls) -> float:
-        return float(cls.now)
 
 
 class Run:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from stream_app.domain.rules import EventRules
 from stream_app.domain.state import UserState
 from stream_app.metrics import Metrics
 from stream_app.settings import Settings
+from tests.stream_app.domain.clock import FixedClock
 from tests.stream_app.domain.memory_store import MemoryStore
 
 DOMAIN = (0.0, 1.0, 2.0, 3.0)
@@ -96,28 +96,16 @@ def test_a_report_produced_before_the_leave_changes_nothing_and_is_not_refused()
     assert f.exact_sum_units() == 0
 
 
-class SteppedClock:
-    """The ingest's arrival clock, moved by the test (a loaded machine's pause between two
-    calls does not expire a report early); its CPU clock is the real one."""
-
-    now = 1_000_000.0
-    thread_time = staticmethod(time.thread_time)
-
-    @classmethod
-    def time(cls) -> float:
-        return cls.now
-
-
 def test_a_report_whose_user_never_joins_is_dead_lettered_after_the_grace(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_module, "time", SteppedClock)
+    monkeypatch.setattr(ingest_module, "time", FixedClock)
     f = Feed(join_grace_seconds=0.2)
     rec = f.report("a", 1.0, "r1", 1.0)
     assert f.ingest.handle_batch([rec]) == []
-    SteppedClock.now += 0.19
+    FixedClock.now += 0.19
     assert f.ingest.expire_held([home("a")]) == []  # not yet
-    SteppedClock.now += 0.02
+    FixedClock.now += 0.02
     (letter,) = f.ingest.expire_held([0, 1])
     assert (letter.topic, letter.reason) == ("reports", "not_present")
     assert (letter.partition, letter.offset) == (rec.message.partition, rec.message.offset)
