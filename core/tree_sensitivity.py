@@ -67,38 +67,41 @@ def coupled_range(kind: PairKind, spread: float, domain: Iterable[float]) -> tup
     return low - high, high - low
 
 
-def _max_plus(x: FloatArray, y: FloatArray) -> FloatArray:
-    """out[c] = max over i <= c of x[i] + y[c - i] (at most c changes split over two blocks)."""
-    out = np.full(x.size, NEG)
-    for c in range(x.size):
-        out[c] = np.max(x[: c + 1] + y[c::-1])
-    return out
-
-
 def _chain(first: FloatArray, second: FloatArray) -> FloatArray:
-    """Two adjacent blocks as one: [left value, right value, changes] tables, max-plus."""
+    """Two adjacent blocks as one, from [left value, right value, changes] tables:
+    out[a, b, c] = max over the middle value s and i <= c of first[a, s, i] + second[s, b, c - i]
+    (at most c changes, split between the blocks)."""
+    size = first.shape[2]
     out = np.full(first.shape, NEG)
-    for a in range(2):
-        for b in range(2):
-            for s in range(2):
-                out[a, b] = np.maximum(out[a, b], _max_plus(first[a, s], second[s, b]))
+    for i in range(size):
+        cand = first[:, :, i][:, :, None, None] + second[None, :, :, : size - i]  # a, s, b, c
+        out[:, :, i:] = np.maximum(out[:, :, i:], cand.max(axis=1))
     return out
 
 
-def node_sensitivity(shape: TreeShape, max_changes: int, low: float, high: float) -> float:
-    """max |delta_0| + sum over the nodes |delta_end - delta_start| (module docstring)."""
+def node_sensitivity(
+    shape: TreeShape, max_changes: int, low: float, high: float, base: float | None = None
+) -> float:
+    """max |delta_0| + sum over the nodes |delta_end - delta_start| (module docstring), with
+    |delta_0| <= ``base`` (None: max(-low, high)): the base is read before any change, so the
+    coupling bounds it by the spread even where later differences range wider.
+
+    Values: 0 = low, 1 = high for the segments after a change; 2 = low0, 3 = high0, the ends
+    of the first segment's range [max(low, -base), min(high, base)], left only by a change."""
     max_changes = validation.count(max_changes, "max_changes_per_window")
     low, high = validation.real(low, "low"), validation.real(high, "high")
     if not low <= 0.0 <= high:
         raise PufferfishInputError("range", "must satisfy low <= 0 <= high")
-    base = max(-low, high)
+    base = max(-low, high) if base is None else validation.nonnegative(base, "base")
+    first = (max(low, -base), min(high, base))
     changes = min(max_changes, shape.increments)
     if changes == 0:
-        return base
-    values = np.array([low, high])
+        return max(-first[0], first[1])
+    values = np.array([low, high, *first])
     jump = np.abs(values[None, :] - values[:, None])[:, :, None]
-    leaf = np.zeros((2, 2, changes + 1))
-    leaf[0, 1, 0] = leaf[1, 0, 0] = NEG  # a change needs one
+    leaf = np.zeros((4, 4, changes + 1))
+    leaf[:, :, 0] = np.where(np.eye(4, dtype=bool), 0.0, NEG)  # a change needs one
+    leaf[:, 2:, :] = np.where(np.eye(4, dtype=bool)[:, 2:, None], 0.0, NEG)  # never re-entered
     blocks = [leaf]  # blocks[l]: the best sum of the nodes strictly inside a level-l block
     k = shape.arity
     while k ** len(blocks) <= shape.increments:
@@ -113,17 +116,20 @@ def node_sensitivity(shape: TreeShape, max_changes: int, low: float, high: float
             part = blocks[level] + jump
             whole = part if whole is None else _chain(whole, part)
     assert whole is not None
-    return float(np.max(np.abs(values) + whole[:, :, changes].max(axis=1)))
+    return float(np.max(np.abs(values[2:]) + whole[2:, :, changes].max(axis=1)))
 
 
-def level_bound(shape: TreeShape, max_changes: int, low: float, high: float) -> float:
-    """Closed-form upper bound: max(|low|, high) + (high - low) * sum_l min(w, nodes at l)."""
+def level_bound(
+    shape: TreeShape, max_changes: int, low: float, high: float, base: float | None = None
+) -> float:
+    """Closed-form upper bound: base + (high - low) * sum_l min(w, nodes at l)."""
     max_changes = validation.count(max_changes, "max_changes_per_window")
     per_level: dict[int, int] = {}
     for node in shape.nodes():
         per_level[node.level] = per_level.get(node.level, 0) + 1
     changes = min(max_changes, shape.increments)
-    return max(-low, high) + (high - low) * sum(min(changes, m) for m in per_level.values())
+    first = max(-low, high) if base is None else min(base, max(-low, high))
+    return first + (high - low) * sum(min(changes, m) for m in per_level.values())
 
 
 def window_sensitivity(
@@ -133,4 +139,4 @@ def window_sensitivity(
     """The node vector's L1 sensitivity: the max over the configured pair kinds."""
     ranges = {coupled_range(kind, spread, domain) for kind in kinds}
     validation.non_empty(list(ranges), "pairs")
-    return max(node_sensitivity(shape, max_changes, low, high) for low, high in ranges)
+    return max(node_sensitivity(shape, max_changes, low, high, spread) for low, high in ranges)
