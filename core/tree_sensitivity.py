@@ -3,21 +3,25 @@
 
 User i's **admitted** contribution at the window's ticks is c_0..c_n (``admitted``: at most
 w = ``max_changes_per_window`` changes after the base; later changes wait for the next window's
-base). Under the coupled data of s and s', delta_t = c_t - c'_t lies in a range [low, high] that
-contains 0 (``coupled_range``) and changes at most w times, because each of c and c' does and
-the others' data is fixed. The base moves by delta_0, node (a, b] by delta_b - delta_a.
+base). Under the coupled data of s and s' (the others' data fixed), delta_t = c_t - c'_t; the
+base moves by delta_0 (|delta_0| <= spread: nothing is held at the base), node (a, b] by
+delta_b - delta_a. For value and presence pairs c and c' change together or one is always 0,
+so delta lies in a range [low, high] containing 0 and changes at most w times
+(``coupled_range``); for distribution_change each world does so on its own.
 
 ``node_sensitivity`` is the exact maximum of |delta_0| + sum over nodes |delta_b - delta_a| over
 every such delta: the objective is convex in the values delta takes between its changes, so
-the maximum is at values in {low, high}; a dynamic programme over the tree's blocks (left and
-right boundary value, changes inside) finds it. ``level_bound`` is the closed form it never
-exceeds: max(|low|, high) + (high - low) * sum over levels of min(w, nodes of that level).
+the maximum is at the ends of their ranges; a dynamic programme over the tree's blocks (left
+and right boundary value, changes inside) finds it. distribution_change pairs bound each world
+on its own (``range_sensitivity``). ``level_bound`` is the closed form none exceeds:
+spread + node_move * sum over levels of min(w, nodes of that level).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,23 +52,40 @@ def admitted(raw: Sequence[float], max_changes: int) -> list[float]:
     return out
 
 
-def coupled_range(kind: PairKind, spread: float, domain: Iterable[float]) -> tuple[float, float]:
-    """[low, high] holding delta_t = c_t - c'_t for every coupled pair of one pair kind.
+@dataclass(frozen=True)
+class CoupledRange:
+    """What the coupling allows for one pair kind. worlds 1: delta_t itself lies in
+    [low, high] and changes at most w times; worlds 2: each world's admitted contribution lies
+    in [low, high] and changes at most w times, at ticks of its own (delta may change 2w times).
+    Always low <= 0 <= high; |delta_0| <= spread in both cases."""
 
-    Value pairs: c and c' change at the same events (both nonzero) or one is always 0, so
-    delta is 0 or one difference of one sign, |.| <= spread: [0, spread] up to a reflection,
+    low: float
+    high: float
+    worlds: int = 1
+
+    @property
+    def node_move(self) -> float:
+        """The most one node can move: |delta_b - delta_a|."""
+        return self.worlds * (self.high - self.low)
+
+
+def coupled_range(kind: PairKind, spread: float, domain: Iterable[float]) -> CoupledRange:
+    """The coupled range of one pair kind (docs/privacy.md, "Continual release", Lemma 1).
+
+    Value pairs: c and c' change at the same events (both values nonzero) or one is always 0,
+    so delta is 0 or one difference of one sign, |.| <= spread: [0, spread] up to a reflection,
     which leaves the sensitivity unchanged. distribution_presence: c' = 0, c in the domain, so
     [max(min D0, -spread), min(max D0, spread)], D0 = domain + {0}. distribution_change: the
-    two worlds may freeze at different ticks, so c and c' are any two points of D0.
+    two worlds may hold changes from different ticks on, so each is bounded on its own: D0.
     """
     spread = validation.nonnegative(spread, "spread")
     points = validation.finite_vector([0.0, *domain], "domain")
     low, high = float(points.min()), float(points.max())
     if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE):
-        return 0.0, spread
+        return CoupledRange(0.0, spread)
     if kind is PairKind.DISTRIBUTION_PRESENCE:
-        return max(low, -spread), min(high, spread)
-    return low - high, high - low
+        return CoupledRange(max(low, -spread), min(high, spread))
+    return CoupledRange(low, high, worlds=2)
 
 
 def _chain(first: FloatArray, second: FloatArray) -> FloatArray:
@@ -79,24 +100,15 @@ def _chain(first: FloatArray, second: FloatArray) -> FloatArray:
     return out
 
 
-def node_sensitivity(
-    shape: TreeShape, max_changes: int, low: float, high: float, base: float | None = None
-) -> float:
-    """max |delta_0| + sum over the nodes |delta_end - delta_start| (module docstring), with
-    |delta_0| <= ``base`` (None: max(-low, high)): the base is read before any change, so the
-    coupling bounds it by the spread even where later differences range wider.
+def _node_sums(
+    shape: TreeShape, changes: int, low: float, high: float, first: tuple[float, float]
+) -> FloatArray:
+    """For each end of the first segment's range ``first``: the max over sequences in
+    {low, high} after it, with at most ``changes`` changes, of the sum over the nodes of
+    |value_end - value_start|.
 
-    Values: 0 = low, 1 = high for the segments after a change; 2 = low0, 3 = high0, the ends
-    of the first segment's range [max(low, -base), min(high, base)], left only by a change."""
-    max_changes = validation.count(max_changes, "max_changes_per_window")
-    low, high = validation.real(low, "low"), validation.real(high, "high")
-    if not low <= 0.0 <= high:
-        raise PufferfishInputError("range", "must satisfy low <= 0 <= high")
-    base = max(-low, high) if base is None else validation.nonnegative(base, "base")
-    first = (max(low, -base), min(high, base))
-    changes = min(max_changes, shape.increments)
-    if changes == 0:
-        return max(-first[0], first[1])
+    Values: 0 = low, 1 = high for the segments after a change; 2, 3 = the ends of ``first``,
+    the first segment's range, left only by a change."""
     values = np.array([low, high, *first])
     jump = np.abs(values[None, :] - values[:, None])[:, :, None]
     leaf = np.zeros((4, 4, changes + 1))
@@ -116,20 +128,57 @@ def node_sensitivity(
             part = blocks[level] + jump
             whole = part if whole is None else _chain(whole, part)
     assert whole is not None
-    return float(np.max(np.abs(values[2:]) + whole[2:, :, changes].max(axis=1)))
+    return whole[2:, :, changes].max(axis=1)  # type: ignore[no-any-return]
+
+
+def node_sensitivity(
+    shape: TreeShape, max_changes: int, low: float, high: float, base: float | None = None
+) -> float:
+    """max |delta_0| + sum over the nodes |delta_end - delta_start| over delta in
+    [low, high] with at most ``max_changes`` changes and |delta_0| <= ``base`` (None:
+    max(-low, high)): the base is read before any change is held, so the coupling bounds it by
+    the spread even where later differences range wider."""
+    max_changes = validation.count(max_changes, "max_changes_per_window")
+    low, high = validation.real(low, "low"), validation.real(high, "high")
+    if not low <= 0.0 <= high:
+        raise PufferfishInputError("range", "must satisfy low <= 0 <= high")
+    base = max(-low, high) if base is None else validation.nonnegative(base, "base")
+    first = (max(low, -base), min(high, base))
+    changes = min(max_changes, shape.increments)
+    if changes == 0:
+        return max(-first[0], first[1])
+    sums = _node_sums(shape, changes, low, high, first)
+    return float(np.max(np.abs(np.array(first)) + sums))
+
+
+def range_sensitivity(
+    shape: TreeShape, max_changes: int, coupled: CoupledRange, spread: float
+) -> float:
+    """The node vector's L1 sensitivity for one coupled range. Two worlds: by the triangle
+    inequality |delta_b - delta_a| <= |c_b - c_a| + |c'_b - c'_a|, so spread (the base) plus
+    twice the node sum of one world's sequence in [low, high] with at most w changes."""
+    if coupled.worlds == 1:
+        return node_sensitivity(shape, max_changes, coupled.low, coupled.high, spread)
+    changes = min(validation.count(max_changes, "max_changes_per_window"), shape.increments)
+    if changes == 0:
+        return spread
+    sums = _node_sums(shape, changes, coupled.low, coupled.high, (coupled.low, coupled.high))
+    return spread + 2.0 * float(sums.max())
 
 
 def level_bound(
-    shape: TreeShape, max_changes: int, low: float, high: float, base: float | None = None
+    shape: TreeShape, max_changes: int, coupled: CoupledRange, spread: float
 ) -> float:
-    """Closed-form upper bound: base + (high - low) * sum_l min(w, nodes at l)."""
+    """Closed-form upper bound: spread + node_move * sum over levels of min(w, nodes there)
+    (each level's nodes are disjoint: a node moves only if it holds a change, by at most
+    node_move; two worlds: min(w, m) per world, so twice (high - low) each)."""
     max_changes = validation.count(max_changes, "max_changes_per_window")
     per_level: dict[int, int] = {}
     for node in shape.nodes():
         per_level[node.level] = per_level.get(node.level, 0) + 1
     changes = min(max_changes, shape.increments)
-    first = max(-low, high) if base is None else min(base, max(-low, high))
-    return first + (high - low) * sum(min(changes, m) for m in per_level.values())
+    base = min(spread, max(-coupled.low, coupled.high))
+    return base + coupled.node_move * sum(min(changes, m) for m in per_level.values())
 
 
 def window_sensitivity(
@@ -139,4 +188,4 @@ def window_sensitivity(
     """The node vector's L1 sensitivity: the max over the configured pair kinds."""
     ranges = {coupled_range(kind, spread, domain) for kind in kinds}
     validation.non_empty(list(ranges), "pairs")
-    return max(node_sensitivity(shape, max_changes, low, high, spread) for low, high in ranges)
+    return max(range_sensitivity(shape, max_changes, r, spread) for r in ranges)
