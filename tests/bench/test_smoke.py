@@ -93,7 +93,7 @@ def test_continual_quick(tmp_path: Path) -> None:
     assert "<!-- bench:continual start -->" in text and "not run (--quick)" in text
     # spread 16 (value_presence on 1..16); w 0: the base alone, Delta = 16, theta = 16/eps 1;
     # w 1, T 360, arity 8: levels of 1, 8 and 64 ticks, one move of 16 each: 16 + 3 * 16 = 64
-    assert "| 360 | 0 | 200 | 2 | 16 | 16 |" in text
+    assert "| 360 | 0 | 800 | 2 | 16 | 16 |" in text
     assert "| 360 | 1 | 20 | 8 | 64 | 64 |" in text
 
 
