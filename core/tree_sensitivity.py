@@ -32,6 +32,7 @@ from core.validation import FloatArray
 from core.vocabulary import PairKind
 
 NEG = -math.inf
+DP_MAX_CHANGES = 64
 
 
 def admitted(raw: Sequence[float], max_changes: int) -> list[float]:
@@ -156,7 +157,11 @@ def range_sensitivity(
 ) -> float:
     """The node vector's L1 sensitivity for one coupled range. Two worlds: by the triangle
     inequality |delta_b - delta_a| <= |c_b - c_a| + |c'_b - c'_a|, so spread (the base) plus
-    twice the node sum of one world's sequence in [low, high] with at most w changes."""
+    twice the node sum of one world's sequence in [low, high] with at most w changes. Beyond
+    DP_MAX_CHANGES changes the programme's cost (quadratic in w) buys little: ``level_bound``,
+    a valid upper bound within a few percent there, is charged instead."""
+    if min(max_changes, shape.increments) > DP_MAX_CHANGES:
+        return level_bound(shape, max_changes, coupled, spread)
     if coupled.worlds == 1:
         return node_sensitivity(shape, max_changes, coupled.low, coupled.high, spread)
     changes = min(validation.count(max_changes, "max_changes_per_window"), shape.increments)
@@ -173,12 +178,9 @@ def level_bound(
     (each level's nodes are disjoint: a node moves only if it holds a change, by at most
     node_move; two worlds: min(w, m) per world, so twice (high - low) each)."""
     max_changes = validation.count(max_changes, "max_changes_per_window")
-    per_level: dict[int, int] = {}
-    for node in shape.nodes():
-        per_level[node.level] = per_level.get(node.level, 0) + 1
     changes = min(max_changes, shape.increments)
     base = min(spread, max(-coupled.low, coupled.high))
-    return base + coupled.node_move * sum(min(changes, m) for m in per_level.values())
+    return base + coupled.node_move * sum(min(changes, m) for m in shape.nodes_per_level())
 
 
 def window_sensitivity(

@@ -71,6 +71,15 @@ class TreeShape:
             size, level = size * k, level + 1
         return out
 
+    def nodes_per_level(self) -> list[int]:
+        """How many nodes each level has: floor(n / k^l) intervals minus the last children."""
+        k, out, size = self.arity, [], 1
+        while size <= self.increments:
+            blocks = self.increments // size
+            out.append(blocks - blocks // k)
+            size *= k
+        return out
+
     def cover(self, tick: int) -> list[Node]:
         """The nodes whose values add up to S_tick - S_0 (tick 0: none), from the top level."""
         tick = validation.index(tick, self.ticks, "tick")

@@ -19,6 +19,7 @@ from core.distribution import Distribution, point_zero
 from core.kantorovich import monotone_plan, plan_spread
 from core.tree import tree_mechanism
 from core.tree_sensitivity import (
+    DP_MAX_CHANGES,
     admitted,
     coupled_range,
     level_bound,
@@ -183,10 +184,23 @@ def test_prefix_nodes_telescope_to_the_exact_sum():
     for ticks in (1, 2, 9, 16, 30):
         for arity in (2, 3, 5):
             shape = TreeShape(ticks, arity)
+            per_level = [sum(1 for a, b in intervals(ticks, arity) if b - a == arity**level)
+                         for level in range(len(shape.nodes_per_level()))]
+            assert shape.nodes_per_level() == per_level and sum(per_level) == len(shape.nodes())
             for tick in range(ticks):
                 want = prefix_from_intervals(ticks, arity, tick)
                 assert [(n.start, n.end) for n in shape.cover(tick)] == want
                 assert shape.draws_per_tick()[tick] == 1 + len(want)
+
+
+def test_beyond_the_programme_s_range_the_closed_form_is_charged():
+    shape = TreeShape(8640, 4)
+    coupled = coupled_range(PairKind.VALUE_PRESENCE, 5.0, [0.0, 5.0])
+    at = node_sensitivity(shape, DP_MAX_CHANGES, 0.0, 5.0, 5.0)
+    assert at <= level_bound(shape, DP_MAX_CHANGES, coupled, 5.0)
+    above = window_sensitivity(shape, DP_MAX_CHANGES + 1, [PairKind.VALUE_PRESENCE], 5.0,
+                               [0.0, 5.0])
+    assert above == level_bound(shape, DP_MAX_CHANGES + 1, coupled, 5.0) >= at
 
 
 def test_admitted_freezes_after_w_changes_until_the_window_ends():
