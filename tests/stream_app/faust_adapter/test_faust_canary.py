@@ -1,5 +1,9 @@
 """A canary for Faust, mode and aiokafka upgrades: the source of every upstream function the
-worker overrides, replaces, reimplements or relies on inside is fingerprinted here.
+worker overrides, replaces or reimplements, and of every one the drain loop, the write path and
+the flow control call or rely on, is fingerprinted here. What the adapter's modules reach by
+name is found in their source (upstream_uses.py; test_every_upstream_function_the_adapter_uses_
+is_fingerprinted); test_faust_canary_coverage.py edits each listed function in a copy of its
+module and sees this check fail.
 
 A fingerprint is the sha256 (first 16 hex digits) of the function's source, dedented, without
 blank lines, full-line comments or trailing blanks. A mismatch means upstream changed the

@@ -115,7 +115,7 @@ class _Scan(ast.NodeVisitor):
                     self.self_names |= {t.id for t in targets if isinstance(t, ast.Name)}
         self.generic_visit(node)
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.receiver(node)
