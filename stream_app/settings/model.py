@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     # How long the broker may hold a fetch that finds nothing new (Faust's fixed 1.5 s). A real
     # Kafka answers as soon as a record arrives; tansu holds idle fetches this long: 0.1 there.
     consumer_fetch_max_wait_seconds: float = Field(default=1.5, gt=0, le=30)
+    # SIGTERM/SIGINT, or a write not acknowledged: the process ends within this many seconds,
+    # even when the stop waits on a broker that is gone (faust_adapter/stop_deadline.py).
+    shutdown_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
 
     @classmethod
     def settings_customise_sources(

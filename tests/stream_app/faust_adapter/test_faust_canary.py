@@ -94,6 +94,10 @@ FINGERPRINTS = {
     # stream_app/faust_adapter/runner.py
     "faust.worker:Worker.on_setup_root_logger": "6d848b2186b3e638",
     "mode.worker:Worker._on_sigusr1": "c13e3b60fc373636",
+    "mode.worker:Worker._schedule_shutdown": "9e6afd1d4e5d85a4",
+    "mode.worker:Worker._on_sigterm": "eee4cd89712bebce",
+    "mode.worker:Worker._on_sigint": "a2a84e1644a380a6",
+    "mode.worker:Worker._setup_logging": "7ccb8bce99fd6522",
     # called by the drain loop (consumer.py, fetch.py): seeks and positions in the client thread
     "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.seek": "0b5a86023c259460",
     "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.position": "c4327744d68d96d1",
