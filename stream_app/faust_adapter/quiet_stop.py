@@ -7,12 +7,14 @@ mode logs the crash again with a traceback ("Crashed reason=..."), the worker re
 ("We experienced a crash!"), a task that finds the event loop closed, or a release tick whose
 producer has stopped, log theirs. Once the stop line is logged, each later ERROR or CRITICAL
 record is written at INFO, without its traceback: the log still says what happened, and an
-operator (or an alert on ERROR lines) sees one line.
+operator (or an alert on ERROR lines) sees one line. An exception that ends a thread (mode runs
+the Kafka clients in threads) goes to the log too, instead of bare to stderr.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 STOP_LINE = "pufferfish_stop_line"  # the LogRecord attribute that marks the stop line
 
@@ -41,3 +43,16 @@ class QuietAfterStop(logging.Filter):
         for handler in logger.handlers:
             if self not in handler.filters:
                 handler.addFilter(self)
+
+
+def log_thread_exceptions(logger: logging.Logger) -> None:
+    """Python prints an exception that ends a thread to stderr, traceback and all, whatever
+    the logging: log it instead (ERROR with its traceback; after a stop line, demoted)."""
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if issubclass(args.exc_type, SystemExit):
+            return
+        name = args.thread.name if args.thread is not None else "?"
+        logger.error("thread %s ended by %s", name, args.exc_type.__name__,
+                     exc_info=args.exc_value)
+
+    threading.excepthook = hook

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import PufferfishInputError
-from stream_app.faust_adapter import diagnostics, log_safety
+from stream_app.faust_adapter import diagnostics, log_safety, quiet_stop
 from stream_app.faust_adapter.stop_deadline import exit_after
 from stream_app.faust_adapter.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED
 from stream_app.kafka.topics import TopicSetupError, ensure_topics
@@ -78,6 +78,7 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     from stream_app.metrics import Metrics
 
     log_safety.install()
+    quiet_stop.log_thread_exceptions(log)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

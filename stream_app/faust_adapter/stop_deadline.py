@@ -2,10 +2,11 @@
 on (docs/operations.md, "Exit status and stop").
 
 Faust's stop flushes the producer, commits and leaves the consumer group: with the broker gone,
-each of those waits for the broker's timeouts and retries (a worker whose broker had stopped
-ignored SIGTERM for more than 15 s). A timer thread — it runs while the event loop is blocked —
-ends the process if it is still there when the timeout expires. Nothing is lost: input whose
-writes were not acknowledged is not committed, and a restart processes it again.
+each of those waits for the broker's timeouts and retries (a worker whose broker had stopped was
+still in Faust's producer flush 60 s after SIGTERM: tests/reliability/test_stop_deadline.py). A
+timer thread (it runs while the event loop is blocked) ends the process if it is still there
+when the timeout expires. Nothing is lost: input whose writes were not acknowledged is not
+committed, and a restart processes it again.
 """
 
 from __future__ import annotations

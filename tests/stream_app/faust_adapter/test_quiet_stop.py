@@ -8,12 +8,13 @@ import io
 import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from stream_app.faust_adapter.quiet_stop import QuietAfterStop
+from stream_app.faust_adapter.quiet_stop import QuietAfterStop, log_thread_exceptions
 
 
 @pytest.fixture
@@ -63,6 +64,32 @@ def test_after_the_stop_line_one_error_line_and_no_traceback(
     assert "[INFO] test_quiet_stop.mode Crashed reason=RuntimeError('Event loop is closed')" \
         in lines  # still in the log, as what it is now: a consequence
     assert "[INFO] test_quiet_stop tick failed (KafkaConnectionError)" in lines
+
+
+def test_an_exception_that_ends_a_thread_is_logged(
+        logged: tuple[logging.Logger, io.StringIO, QuietAfterStop],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    logger, stream, quiet = logged
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    log_thread_exceptions(logger)
+
+    def closed_loop() -> None:
+        raise RuntimeError("Event loop is closed")
+
+    for _ in range(2):  # before the stop line, then after it
+        thread = threading.Thread(target=closed_loop, name="consumer-thread")
+        thread.start()
+        thread.join()
+        if not quiet.stopped:
+            before = stream.getvalue()
+            assert "[ERROR] test_quiet_stop thread consumer-thread ended by RuntimeError" in before
+            assert "Traceback" in before and "Event loop is closed" in before
+            quiet.stopping(logger, "stopping the worker")
+            stream.seek(0)
+            stream.truncate()
+    after = stream.getvalue()
+    assert "[INFO] test_quiet_stop thread consumer-thread ended by RuntimeError" in after
+    assert "Traceback" not in after
 
 
 def test_the_deadline_ends_a_process_that_does_not_stop() -> None:
