@@ -6,9 +6,9 @@ crashes the Faust app so that every service stops at once. What follows is conse
 mode logs the crash again with a traceback ("Crashed reason=..."), the worker repeats it
 ("We experienced a crash!"), a task that finds the event loop closed, or a release tick whose
 producer has stopped, log theirs. Once the stop line is logged, each later ERROR or CRITICAL
-record is written at INFO, without its traceback: the log still says what happened, and an
-operator (or an alert on ERROR lines) sees one line. An exception that ends a thread (mode runs
-the Kafka clients in threads) goes to the log too, instead of bare to stderr.
+record is written at INFO (so not at all under the default log_level, warning), without its
+traceback: an operator (or an alert on ERROR lines) sees one line. An exception that ends a
+thread (mode runs the Kafka clients in threads) goes to the log too, instead of bare to stderr.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class QuietAfterStop(logging.Filter):
                 and not getattr(record, STOP_LINE, False)):
             record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
             record.exc_info, record.exc_text, record.stack_info = None, None, None
+            return logging.getLogger(record.name).isEnabledFor(logging.INFO)  # log_level
         return True
 
     def install(self, logger: logging.Logger) -> None:

@@ -64,6 +64,9 @@ def test_after_the_stop_line_one_error_line_and_no_traceback(
     assert "[INFO] test_quiet_stop.mode Crashed reason=RuntimeError('Event loop is closed')" \
         in lines  # still in the log, as what it is now: a consequence
     assert "[INFO] test_quiet_stop tick failed (KafkaConnectionError)" in lines
+    logger.setLevel(logging.WARNING)  # the settings' default log_level: INFO is not written
+    logger.error("tick failed (%s)", "KafkaTimeoutError")
+    assert "KafkaTimeoutError" not in stream.getvalue()
 
 
 def test_an_exception_that_ends_a_thread_is_logged(
