@@ -47,6 +47,7 @@ METRIC_NAMES = (
     "pufferfish_reports_held_limit",
     "pufferfish_consumer_seeks_total",
     "pufferfish_input_cpu_seconds_total",
+    "pufferfish_tree_changes_held_total",
     "pufferfish_build_info",
 )
 
@@ -101,6 +102,7 @@ class Metrics:
     reports_held: Gauge
     reports_held_limit: Gauge
     input_cpu_seconds: Counter
+    tree_changes_held: Counter
     window_shown: bool = False
 
     @classmethod
@@ -186,6 +188,11 @@ class Metrics:
                 "pufferfish_input_cpu_seconds",
                 "CPU time of the input path's batch engine (records parsed, checked and "
                 "applied, users encoded), in the thread that runs it", registry=reg,
+            ),
+            tree_changes_held=Counter(
+                "pufferfish_tree_changes_held",
+                "Changes of a user's contribution beyond max_changes_per_window in its window "
+                "(release_mechanism=tree): held until the next window", registry=reg,
             ),
         )
         for reason in IGNORE_REASONS:
