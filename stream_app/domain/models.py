@@ -168,6 +168,11 @@ class Partial(_Wire):
     sum_units: int
     group_units: dict[str, list[int]] = Field(default_factory=dict)
     newest_ts: float = 0.0
+    # tree mode (stream_app/domain/admission.py): the partition's window, its sum of admitted
+    # contributions there, and the final admitted sum of the window before (None: unknown)
+    window: int | None = None
+    admitted_units: int | None = None
+    previous_units: int | None = None
 
 
 def truncate_raw(raw: bytes | None) -> str:

@@ -27,11 +27,13 @@ awaited together, before the batch is acked.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import faust
 from faust.types import TP
 
+from stream_app.domain.admission import admission_for
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import Partial, to_bytes
@@ -71,6 +73,8 @@ class PufferfishApp:
             domain=s.domain, grid_log2=s.grid_log2, dedup_window=s.dedup_window,
             auto_join=s.auto_join, known_groups=self.priors.groups,
             default_group=self.priors.default_group,
+            admission=admission_for(s.release_mechanism, s.max_changes_per_window,
+                                    s.budget_window_seconds, s.release_period_seconds),
         )
         self.app = app = new_app(
             s, s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
@@ -154,16 +158,22 @@ class PufferfishApp:
     async def _publish_partials(self) -> None:
         if not self._ready():
             return
+        admission = self.rules.admission
+        window = admission.window_at(time.time()) if admission is not None else None
         for tp in sorted(self._assigned()):
             if tp.topic != self.settings.topic_reports:
                 continue
             try:
                 agg = self.table.aggregate(tp.partition)
+                if window is not None:
+                    agg.roll(window)  # on the clock: a partition without records rolls too
                 if not agg.dirty:
                     continue
+                tree = (dict(window=agg.window, admitted_units=agg.admitted_units,
+                             previous_units=agg.previous_units) if window is not None else {})
                 sum_units, group_units, newest_ts = agg.snapshot()
                 partial = Partial(partition=tp.partition, sum_units=sum_units,
-                                  group_units=group_units, newest_ts=newest_ts)
+                                  group_units=group_units, newest_ts=newest_ts, **tree)
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001
                 self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
