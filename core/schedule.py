@@ -94,7 +94,8 @@ class Phase:
 
     @classmethod
     def at(cls, first_tick: int, release_period: float, learn_period: float | None) -> Phase:
-        """The run that starts on ``first_tick`` of the clock."""
+        """The run that starts on ``first_tick`` of the clock (tick 1: just after the learning
+        tick of the origin, the fewest rounds in every prefix)."""
         if learn_period is None:
             return cls.none()
         r = _ratio(release_period, learn_period)
