@@ -32,6 +32,9 @@ CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
+    "max_held_reports": "removed: a bound shared by every user let one user's held reports "
+    "decide whether another user's reports count; held reports are bounded per user only "
+    "(max_held_reports_per_user; memory sizing: docs/operations.md)",
 }
 
 # what an empty list of each says (one validator checks both)
@@ -102,7 +105,6 @@ class Settings(BaseSettings):
     # (stream_app/domain/hold.py).
     join_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
     max_held_reports_per_user: int = Field(default=64, ge=0, le=100_000)
-    max_held_reports: int = Field(default=100_000, ge=0, le=100_000_000)
     grid_log2: int = Field(default=-10, ge=-60, le=60)
 
     # --- serving --------------------------------------------------------------------------
