@@ -33,8 +33,7 @@ REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
     "max_held_reports": "removed: a bound shared by every user let one user's held reports "
-    "decide whether another user's reports count; held reports are bounded per user only "
-    "(max_held_reports_per_user; memory sizing: docs/operations.md)",
+    "decide whether another's count; max_held_reports_per_user bounds them (docs/operations.md)",
 }
 
 # what an empty list of each says (one validator checks both)
