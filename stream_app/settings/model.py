@@ -100,8 +100,7 @@ class Settings(BaseSettings):
     # replays are recognised by input offset: docs/design.md, "Per-user order").
     dedup_window: int = Field(default=64, ge=1, le=100_000)
     # A report of a user who has not joined is held in the user's state this long (the worker's
-    # clock), applied when the join arrives, then dead-lettered not_present
-    # (stream_app/domain/hold.py).
+    # clock), applied at the join, else dead-lettered not_present (stream_app/domain/hold.py).
     join_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
     max_held_reports_per_user: int = Field(default=64, ge=0, le=100_000)
     grid_log2: int = Field(default=-10, ge=-60, le=60)
