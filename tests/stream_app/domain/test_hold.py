@@ -175,6 +175,30 @@ def test_user_i_early_reports_never_decide_whether_another_users_count(
         assert _neighbour_run(per_user, secret, batch) == without
 
 
+def test_the_newest_ts_is_the_value_an_older_report_only_enters_the_histogram() -> None:
+    # docs/design.md, "A user's value: the newest ts wins"; grid 2**-10: value v is v x 1024
+    f = Feed()
+    assert f.ingest.handle_batch([f.join("a", 1.0), f.report("a", 2.0, "r1", 10.0)]) == []
+    assert (f.state("a").value_units, f.state("a").counts) == (2 * 1024, (0, 0, 1, 0))
+    # arrives later but was produced earlier (ts 5 < 10): histogram yes, value no
+    assert f.ingest.handle_batch([f.report("a", 3.0, "r2", 5.0)]) == []
+    st = f.state("a")
+    assert (st.value_units, st.value_ts, st.counts) == (2 * 1024, 10.0, (0, 0, 1, 1))
+    assert f.exact_sum_units() == 2 * 1024
+    # the same ts as the value: the later one wins
+    f.ingest.handle_batch([f.report("a", 1.0, "r3", 10.0)])
+    assert (f.state("a").value_units, f.state("a").counts) == (1024, (0, 1, 1, 1))
+    # newer: replaces
+    f.ingest.handle_batch([f.report("a", 0.0, "r4", 11.0)])
+    assert (f.state("a").value_units, f.state("a").value_ts) == (0, 11.0)
+    assert f.state("a").counts == (1, 1, 1, 1) and f.exact_sum_units() == 0
+    # held reports in any arrival order: applied oldest ts first at the join, the newest wins
+    f.ingest.handle_batch([f.report("b", 3.0, "b1", 7.0), f.report("b", 1.0, "b2", 4.0)])
+    f.ingest.handle_batch([f.join("b", 1.0)])
+    assert (f.state("b").value_units, f.state("b").counts) == (3 * 1024, (0, 1, 0, 1))
+    assert f.exact_sum_units() == 3 * 1024
+
+
 def test_grace_zero_refuses_at_once() -> None:
     f = Feed(join_grace_seconds=0)
     (letter,) = f.ingest.handle_batch([f.report("a", 1.0, "r1", 1.0)])
