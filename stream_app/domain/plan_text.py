@@ -43,8 +43,11 @@ def _budget_line(summary: dict[str, Any]) -> str:
         return line
     line += (f", with {learning['rounds_until_exhausted']} learning rounds of epsilon_learn "
              f"{learning['epsilon_learn']:g} every {learning['learn_period_seconds']:g} s")
-    if summary["window"] is not None:
-        return line + " (the most rounds and the fewest releases of any window)"
+    window = summary["window"]
+    if window is not None:
+        return line + (" (the most rounds and the fewest releases of any window)"
+                       if window["exact"] else
+                       " (bounds: at least these releases, at most these rounds)")
     worst = (learning["releases_until_exhausted_min"], learning["rounds_until_exhausted_max"])
     if worst == (summary["releases_until_exhausted"], learning["rounds_until_exhausted"]):
         return line + " (from any start time)"
@@ -60,6 +63,7 @@ def _window_lines(window: dict[str, Any] | None) -> list[str]:
     if window is None:
         return []
     size = window["seconds"]
+    alike = window["exact"] and window["releases_per_window"] == window["releases_per_window_max"]
     if window["distinct_windows"] is None:
         how = ("bounds over every phase: the tick and learning pattern repeats only after more "
                "than 10000 windows")
@@ -72,7 +76,8 @@ def _window_lines(window: dict[str, Any] | None) -> list[str]:
         f"[j x {size:g}, (j+1) x {size:g}) s since the epoch): "
         f"{_span(window['releases_per_window'], window['releases_per_window_max'])} of "
         f"{_span(window['ticks_per_window'], window['ticks_per_window_max'])} ticks release, "
-        f"the budget lasts {window['budget_lasts_seconds']:g} s of each window ({how})"]
+        f"the budget lasts {'' if alike else 'at least '}{window['budget_lasts_seconds']:g} s "
+        f"of each window ({how})"]
     if window["runs_out_before_window_end"]:
         lines.append("warning: the budget runs out before the window ends: no release "
                      "for the rest of each window (raise budget_total, lower epsilon, "
