@@ -22,6 +22,7 @@ import pytest
 
 from core.auditor import audit
 from core.distribution import Distribution
+from stream_app.domain.plan_text import plan_text
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
 from tests.cli_batch import Job, run_jobs
@@ -313,6 +314,21 @@ def test_windows_that_differ_are_each_counted() -> None:
     assert window["distinct_windows"] == 2
     assert got["failure_bound"]["learning_rounds"] == 3
     assert got["failure_probability"] == pytest.approx(3 * beta, rel=1e-12)
+
+
+def test_windows_beyond_the_enumeration_say_they_are_bounds() -> None:
+    # 0.7 s ticks, 100.3 s windows, learning every 61.13 s: the pattern repeats after 42791
+    # windows (in 0.01 s units: lcm(70, 6113) / gcd(10030, 427910)), more than are counted;
+    # a window holds 143 or 144 ticks (100.3 / 0.7 = 143.3)
+    s = _settings(budget_total=9.0, epsilon=0.1, release_period_seconds=0.7,
+                  budget_window_seconds=100.3, epsilon_learn=0.5, learn_period_seconds=61.13)
+    got = plan_summary(s)
+    window = got["window"]
+    assert window["exact"] is False and window["distinct_windows"] is None
+    assert (window["ticks_per_window"], window["ticks_per_window_max"]) == (143, 144)
+    text = plan_text(got)
+    assert "bounds over every phase" in text and "the budget lasts at least" in text
+    assert "(bounds: at least these releases, at most these rounds)" in text
 
 
 def test_budget_of_a_million_is_counted_over_the_whole_horizon() -> None:
