@@ -66,10 +66,17 @@ class Membership(_Wire):
     ts: Timestamp = Field(description=_EVENT_TS)
 
 
-_CLOCK_TS = "Public clock reading: seconds since the Unix epoch."
+_CLOCK_TS = "When the worker published it: seconds since the Unix epoch (its own clock)."
 _WINDOW = (
-    "Privacy window of the charge, floor(ts / budget_window_seconds): the budget renews each "
-    "window. Null (or absent, in older records) when budget_window_seconds is not set."
+    "Privacy window of the charge, floor(tick x release_period_seconds / "
+    "budget_window_seconds), the window of the tick's due time: the budget renews each window. "
+    "Null (or absent, in older records) when budget_window_seconds is not set."
+)
+_TICK = (
+    "The public clock's tick: due at tick x release_period_seconds seconds since the Unix "
+    "epoch. One release per tick while the budget lasts (a late tick is published late, never "
+    "dropped); a missing number is a tick due while no worker ran (an outage). Null in records "
+    "older than this field."
 )
 
 
@@ -108,6 +115,16 @@ class Release(_Wire):
         default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
         "spread / theta) (0 in records older than this field).")
     window: int | None = Field(default=None, description=_WINDOW)
+    tick: int | None = Field(default=None, ge=0, description=_TICK)
+    learning_rounds: int = Field(
+        default=0, ge=0, description="R: the learning rounds whose radii the guarantee relies "
+        "on so far, in the horizon of pufferfish plan (without windows: every round published; "
+        "with windows: the rounds of this window, plus 1 for the round in force when it opened); "
+        "0 with declared priors.")
+    failure_probability: float = Field(
+        default=0.0, ge=0, le=1, description="Cumulative failure probability so far: min(1, "
+        "groups x learning_rounds x prior_confidence_beta), the probability that a learned "
+        "radius misses its true law (0 with declared priors, and in older records).")
 
 
 class PriorsRecord(_Wire):
@@ -133,6 +150,10 @@ class PriorsRecord(_Wire):
         "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
         "radius are kept.")
     window: int | None = Field(default=None, description=_WINDOW)
+    tick: int | None = Field(
+        default=None, ge=0, description="The public clock's tick whose round this is: a round "
+        "is due on tick k when core.plan.rounds_due(k) > rounds_due(k - 1), the same function "
+        "pufferfish plan counts with. Null in records older than this field.")
 
 
 class DeadLetter(_Wire):
@@ -168,6 +189,9 @@ class Partial(_Wire):
     sum_units: int
     group_units: dict[str, list[int]] = Field(default_factory=dict)
     newest_ts: float = 0.0
+    # the worker's clock when it consumed the newest record applied to this aggregate (0: none
+    # since the aggregate was built): the release lag's start
+    consumed_at: float = 0.0
 
 
 def truncate_raw(raw: bytes | None) -> str:
