@@ -72,12 +72,13 @@ _WINDOW = (
     "budget_window_seconds), the window of the tick's due time: the budget renews each window. "
     "Null (or absent, in older records) when budget_window_seconds is not set."
 )
-_TICK = (
-    "The public clock's tick: due at tick x release_period_seconds seconds since the Unix "
-    "epoch. One release per tick while the budget lasts (a late tick is published late, never "
-    "dropped); a missing number is a tick due while no worker ran (an outage). Null in records "
-    "older than this field."
-)
+_ROUNDS = ("R: the learning rounds whose radii the guarantee relies on so far, in the horizon "
+           "of pufferfish plan (without windows: every round; with windows: this window's, "
+           "plus 1 for the round in force when it opened); 0 with declared priors.")
+_TICK = ("The public clock's tick: due at tick x release_period_seconds seconds since the Unix "
+         "epoch. One release per tick while the budget lasts (a late tick is published late, "
+         "never dropped); a missing number is a tick due while no worker ran (an outage). Null "
+         "in records older than this field.")
 
 
 class Release(_Wire):
@@ -116,11 +117,7 @@ class Release(_Wire):
         "spread / theta) (0 in records older than this field).")
     window: int | None = Field(default=None, description=_WINDOW)
     tick: int | None = Field(default=None, ge=0, description=_TICK)
-    learning_rounds: int = Field(
-        default=0, ge=0, description="R: the learning rounds whose radii the guarantee relies "
-        "on so far, in the horizon of pufferfish plan (without windows: every round published; "
-        "with windows: the rounds of this window, plus 1 for the round in force when it opened); "
-        "0 with declared priors.")
+    learning_rounds: int = Field(default=0, ge=0, description=_ROUNDS)
     failure_probability: float = Field(
         default=0.0, ge=0, le=1, description="Cumulative failure probability so far: min(1, "
         "groups x learning_rounds x prior_confidence_beta), the probability that a learned "
@@ -150,10 +147,8 @@ class PriorsRecord(_Wire):
         "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
         "radius are kept.")
     window: int | None = Field(default=None, description=_WINDOW)
-    tick: int | None = Field(
-        default=None, ge=0, description="The public clock's tick whose round this is: a round "
-        "is due on tick k when core.plan.rounds_due(k) > rounds_due(k - 1), the same function "
-        "pufferfish plan counts with. Null in records older than this field.")
+    tick: int | None = Field(default=None, ge=0, description="The public clock's tick whose "
+                             "round this is (core.plan.learning_due); null in older records.")
 
 
 class DeadLetter(_Wire):
@@ -189,9 +184,7 @@ class Partial(_Wire):
     sum_units: int
     group_units: dict[str, list[int]] = Field(default_factory=dict)
     newest_ts: float = 0.0
-    # the worker's clock when it consumed the newest record applied to this aggregate (0: none
-    # since the aggregate was built): the release lag's start
-    consumed_at: float = 0.0
+    consumed_at: float = 0.0  # worker clock at the newest applied record's consumption (0: none)
 
 
 def truncate_raw(raw: bytes | None) -> str:

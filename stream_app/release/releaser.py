@@ -1,14 +1,10 @@
 """The single release agent: learning rounds and releases on the public clock.
 
-On every tick k of the public clock (core.clock: due at k x ``release_period_seconds`` since the
-epoch; stream_app.release.schedule calls ``on_clock`` in order) it publishes the exact sum (from
-the partials) plus noise drawn by the ``ReleasePlan`` of the laws in force; on the ticks where
-core.plan.rounds_due steps (learned priors) it first publishes a DP estimate of each group's law
-to ``priors`` and recalibrates from it. Both are charged on one accountant and carry their
-tick. theta, the charge, the schedule and the ticks depend only on the settings and published
-laws (docs/privacy.md, "Public calibration", "The public clock"). A tick is settled once
-published (by any owner: the journals say which ticks are), or skipped for good (budget
-exhausted, theta 0, a refused sum); otherwise it is tried again, never dropped.
+On tick k of the public clock (``on_clock(k)``, stream_app/release/ticks.py) it publishes the
+exact sum (from the partials) plus noise of the ``ReleasePlan`` of the laws in force, after a DP
+estimate of each group's law to ``priors`` when a learning round is due on k (learned priors).
+Both are charged on one accountant and carry k; all depends only on the settings and published
+laws (docs/privacy.md, "Public calibration", "The public clock").
 
 Durability, exactness (never a rounded sum) and the split-brain fences: docs/design.md, "Release
 durability". Nothing is charged before a tick's records are validated, nor when the intent
@@ -19,14 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from core.clock import latest_tick, tick_due
 from core.learning_radius import robust_round
 from core.noise import discrete_laplace_units, exact_float
-from core.plan import ReleasePlan, learning_due, radius_failure_bound
+from core.plan import ReleasePlan
 from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.domain.priors import PublicPriors, learner_for, plan_for
 from stream_app.metrics import Metrics
@@ -37,6 +31,7 @@ from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
 from stream_app.release.records import TickFacts, combine, priors_records, release_record
 from stream_app.release.restore import in_force
+from stream_app.release.ticks import ReleaseTiming, TickCursor
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -74,11 +69,8 @@ class Releaser:
         metrics.theta.set(self.plan.theta)
         self.synced = False
         self._said_zero_theta = False
-        # the first tick due after this worker started: ticks due before that and published by
-        # nobody are an outage's gaps (docs/privacy.md, "The public clock")
-        self.started = time.time()
-        self.cursor = latest_tick(self.started, s.release_period_seconds) + 1
-        self._lag_since = self.started  # consumed_at of the newest record a release included
+        self.ticks = TickCursor(s, self.ledger, time.time())
+        self.timing = ReleaseTiming(metrics)
         self.pause = PauseGuard(s, self.invalidate)
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -121,25 +113,16 @@ class Releaser:
             return True
         self.ledger.adopt(foreign)
         self.invalidate()
-        log.warning("another worker published (seq %d): this tick is skipped and the journals "
-                    "are re-read", max(r.seq for r in foreign))
+        log.warning("another worker published (seq %d): the journals are re-read before the "
+                    "tick is tried again", max(r.seq for r in foreign))
         return False
 
     # --- ticks -------------------------------------------------------------------------------
-    def due(self, tick: int) -> float:
-        return tick_due(tick, self.settings.release_period_seconds)
-
     def next_tick(self) -> int:
-        """The tick this worker handles next: after every tick published (the journals, this
-        worker) or settled here, and never one due before this worker started."""
-        return max(self.cursor, self.ledger.last_tick + 1)
-
-    def _settle(self, tick: int) -> None:
-        self.cursor = max(self.cursor, tick + 1)
+        return self.ticks.next()
 
     async def on_clock(self, tick: int) -> Release | None:
-        """Tick ``tick`` of the public clock: its learning round when one is due, then its
-        release. Settled (``next_tick() > tick``) or left to be tried again (module docstring)."""
+        """Its learning round when due, then its release; settled or tried again (ticks.py)."""
         return await self._tick(self._clock, tick)  # type: ignore[return-value]
 
     async def release_once(self) -> Release | None:
@@ -152,15 +135,11 @@ class Releaser:
             return None
         return await self._tick(self._learn, None)  # type: ignore[return-value]
 
-    def _round_due(self, tick: int) -> bool:
-        s = self.settings
-        return (self.learner is not None and self.ledger.last_round_tick < tick
-                and learning_due(tick, s.release_period_seconds, s.learn_period_seconds))
-
     async def _clock(self, tick: int) -> Release | None:
-        if self._round_due(tick) and await self._learn(tick) is None and self._round_due(tick):
+        due = self.learner is not None and self.ticks.round_due(tick)
+        if due and await self._learn(tick) is None and self.ticks.round_due(tick):
             if self.ledger.exhausted:
-                self._settle(tick)
+                self.ticks.settle(tick)
             return None  # the round is tried again, with its tick
         return await self._release(tick)
 
@@ -174,23 +153,22 @@ class Releaser:
             except Exception as exc:  # noqa: BLE001 - broker trouble: the tick is tried again
                 self.metrics.broker_errors.inc()
                 self.invalidate()
-                log.error("tick failed (%s: %s); it is tried again",
-                          type(exc).__name__, exc)
+                log.error("tick failed (%s: %s); it is tried again", type(exc).__name__, exc)
                 return None
 
     async def _synced(self, action: Callable[[int], Awaitable[object]],
                       tick: int | None) -> object:
         if not self.synced:
-            await self._sync(self.due(self.next_tick() if tick is None else tick))
+            await self._sync(self.ticks.due(self.next_tick() if tick is None else tick))
             if not self.synced or not self._is_owner():
                 return None
         if tick is None:
             tick = self.next_tick()
         elif tick < self.next_tick():
             return None  # published already (another owner) or settled: nothing to do
-        self.ledger.roll(self.due(tick))  # the tick's window is that of its due time
+        self.ledger.roll(self.ticks.due(tick))  # the tick's window is that of its due time
         if self.ledger.exhausted:
-            self._settle(tick)
+            self.ticks.settle(tick)
             return None
         return await action(tick)
 
@@ -200,16 +178,6 @@ class Releaser:
         await self.publisher.ready()  # no charge while the broker is unreachable
         return not self.pause.holding() and await self._fence()
 
-    def _facts(self, tick: int) -> TickFacts:
-        """The tick, its window and the failure bound G·R·β so far (core.plan
-        .radius_failure_bound, R in the horizon of ``pufferfish plan``)."""
-        s = self.settings
-        if self.learner is None:
-            return TickFacts(tick, self.ledger.window)
-        rounds = self.ledger.rounds_in_horizon()
-        return TickFacts(tick, self.ledger.window, rounds,
-                         radius_failure_bound(len(self.laws), rounds, s.prior_confidence_beta))
-
     async def _release(self, tick: int) -> Release | None:
         s, plan = self.settings, self.plan
         if plan.theta <= 0:
@@ -218,12 +186,12 @@ class Releaser:
                 log.warning("no release: theta is 0 for the laws of priors round %d",
                             self.priors_seq)
                 self._said_zero_theta = True
-            self._settle(tick)
+            self.ticks.settle(tick)
             return None
         charge = plan.charge()
         if not await self._ready_to_draw(charge):
             if self.ledger.exhausted:
-                self._settle(tick)
+                self.ticks.settle(tick)
             return None
         total_units, _, consumed = combine(self._partials())
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
@@ -231,36 +199,20 @@ class Releaser:
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         noisy = exact_float(noisy_units, plan.grid_log2)
         if noisy is None:
-            self._refuse(seq, "sum_not_representable")
-            self._settle(tick)  # a gap decided by the charged noisy value only
+            self.ledger.refuse(seq, "sum_not_representable")
+            self.ticks.settle(tick)  # a gap decided by the charged noisy value only
             return None
         record = release_record(s, plan, seq, now, noisy, books, self.priors_seq, charge,
-                                self._facts(tick))
+                                self.ticks.facts(tick, len(self.laws), self.learner is not None))
         if not self.ledger.intent(record):
             return None
         self.journals.sent(s.topic_releases, record.seq, record.ts)
         if not await self.publisher.send(s.topic_releases, to_bytes(record)):
             self.invalidate()  # it may have reached the journal: read it before the retry
             return None
-        self.ledger.last_tick = max(self.ledger.last_tick, tick)
-        self._settle(tick)
-        self.metrics.releases.inc()
-        self.metrics.theta.set(plan.theta)
-        self.metrics.release_charge.set(charge)
-        self.metrics.release_tick_lateness_seconds.observe(max(record.ts - self.due(tick), 0.0))
-        if consumed > self._lag_since and math.isfinite(consumed):
-            # a record consumed since the previous release is in it (worker clocks)
-            self.metrics.release_lag_seconds.observe(max(record.ts - consumed, 0.0))
-            self._lag_since = consumed
+        self.ticks.published(tick)
+        self.timing.published(record, self.ticks.due(tick), consumed)
         return record
-
-    def _refuse(self, seq: int, reason: str) -> None:
-        """Release ``seq`` is drawn and charged but not published: burn it, keep its charge."""
-        self.metrics.releases_refused.labels(reason=reason).inc()
-        if self.ledger.intent():
-            log.error("release seq %d not published: the noisy sum is beyond 2**53 grid units, "
-                      "which the JSON float noisy_sum cannot hold exactly; its seq and charge "
-                      "are kept (use a coarser grid_log2)", seq)
 
     async def _learn(self, tick: int) -> list[PriorsRecord] | None:
         s, learner = self.settings, self.learner

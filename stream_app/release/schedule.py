@@ -28,7 +28,7 @@ async def run_clock(releaser: Releaser) -> None:
     retry = min(RETRY_SECONDS, releaser.settings.release_period_seconds)
     while True:
         tick = releaser.next_tick()
-        wait = releaser.due(tick) - time.time()
+        wait = releaser.ticks.due(tick) - time.time()
         if wait > 0:
             await asyncio.sleep(min(wait, MAX_SLEEP_SECONDS))
             continue
