@@ -91,10 +91,11 @@ class Releaser:
         return plan
 
     # --- journals ----------------------------------------------------------------------------
-    async def _sync(self, due: float) -> None:
+    async def _sync(self, tick: int | None) -> None:
         generation = self.pause.generation
         releases, priors = await self.journals.read_all()
-        got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii, due)
+        got = self.ledger.restore(releases, priors, self.initial.laws, self.initial.radii,
+                                  self.ticks.restore_due(releases, tick))
         if (got.laws, got.radii, got.priors_seq) != (self.laws, self.radii, self.priors_seq):
             self.laws, self.radii, self.priors_seq = got.laws, got.radii, got.priors_seq
             self.plan = self._recalibrate()
@@ -159,7 +160,7 @@ class Releaser:
     async def _synced(self, action: Callable[[int], Awaitable[object]],
                       tick: int | None) -> object:
         if not self.synced:
-            await self._sync(self.ticks.due(self.next_tick() if tick is None else tick))
+            await self._sync(tick)
             if not self.synced or not self._is_owner():
                 return None
         if tick is None:

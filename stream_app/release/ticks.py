@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 from core.clock import latest_tick, tick_due
 from core.plan import learning_due, radius_failure_bound
@@ -34,6 +35,14 @@ class TickCursor:
 
     def next(self) -> int:
         return max(self.cursor, self.ledger.last_tick + 1)
+
+    def restore_due(self, releases: Sequence[Release], tick: int | None) -> float:
+        """The due time whose window a restore from these journal records is for: that of the
+        tick published next (the journals hold nothing of a later window, since their newest
+        tick is before it), never that of this worker's start or of a tick published already.
+        """
+        newest = max((r.tick for r in releases if r.tick is not None), default=-1)
+        return self.due(max(self.next(), newest + 1, -1 if tick is None else tick))
 
     def settle(self, tick: int) -> None:
         """Tick ``tick`` is done: published, or skipped for good."""

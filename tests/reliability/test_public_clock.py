@@ -108,10 +108,11 @@ def round_ticks(priors: list[dict[str, Any]]) -> list[int]:
 def test_rolling_restarts_and_rebalances_keep_one_release_and_the_due_rounds_per_tick(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    period, learn = 0.5, 2.0
+    period, learn, window = 0.5, 2.0, 20.0
     topics = new_topics(broker.bootstrap, 2)
     settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_RELEASE_PERIOD_SECONDS": str(period),
-                "PUFFERFISH_LEARN_PERIOD_SECONDS": str(learn), "PUFFERFISH_EPSILON_LEARN": "1e6"}
+                "PUFFERFISH_LEARN_PERIOD_SECONDS": str(learn), "PUFFERFISH_EPSILON_LEARN": "1e6",
+                "PUFFERFISH_BUDGET_WINDOW_SECONDS": str(window)}
     env = {name: worker_env(broker.url, topics, tmp_path / f"data-{name}", settings)
            for name in ("a", "b")}
     workers: list[Worker] = []
@@ -149,8 +150,12 @@ def test_rolling_restarts_and_rebalances_keep_one_release_and_the_due_rounds_per
     journal, priors = releases(), read_all_json(broker.bootstrap, topics.priors)
     ticks = ticks_of(journal)
     assert_consecutive(ticks)  # a worker was up throughout: no gap, none twice
-    check = check_journal(journal)
-    assert check.conflicting_seqs == [] and check.eps_decreases == []
+    assert check_journal(journal).conflicting_seqs == []
+    # each record's privacy window is its tick's, whoever published it and when
+    assert all(r["window"] == int(r["tick"] * period // window) for r in journal + priors)
+    for w in {r["window"] for r in journal}:  # and within a window the budget only grows
+        spent = [r["epsilon_spent"] for r in journal if r["window"] == w]
+        assert spent == sorted(spent), (w, spent)
     first, last = min(ticks), max(ticks)
     due = [k for k in range(first, last + 1) if learning_due(k, period, learn)]
     got = round_ticks(priors)
