@@ -118,7 +118,7 @@ class Ingest:
             draft = t.draft
             value = draft.to_bytes()
             save(user_id, value, last)
-            agg.note_event(t.newest_ts)
+            agg.note_event(t.newest_ts, self.applier.now)
             agg.note_held(user_id, len(draft.held))
             kept[user_id] = tuple_new(Written, (value, draft, new))
         for agg, pending in changes.values():
@@ -164,7 +164,7 @@ class Ingest:
             if admission is not None:
                 agg.note_admitted(user_id, draft.admitted, draft.units())
             self.store.save(user_id, draft.to_bytes(), event)
-            agg.note_event(item.ts)
+            agg.note_event(item.ts, self.applier.now)
             agg.note_held(user_id, len(draft.held))
 
     def expire_held(self, partitions: Sequence[int]) -> DeadLetters:
