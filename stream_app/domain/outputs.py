@@ -66,6 +66,24 @@ class Release(Wire):
         default=0.0, ge=0, le=1, description="Cumulative failure probability so far: min(1, "
         "groups x learning_rounds x prior_confidence_beta), the probability that a learned "
         "radius misses its true law (0 with declared priors, and in older records).")
+    mechanism: Literal["independent", "tree"] = Field(
+        default="independent", description="release_mechanism: independent (each release "
+        "noised and charged on its own) or tree (one tree of noisy nodes per privacy window: "
+        "theta is the node scale, charge the window's on its first release, 0 after).")
+    window_tick: int | None = Field(
+        default=None, ge=0, description="tree: the tick's index in its window, tick minus the "
+        "window's first tick; null for independent releases.")
+    nodes: list[str] | None = Field(
+        default=None, description="tree: the draws this release adds to the exact sum, 'base' "
+        "and 'level.index' ids, a function of window_tick, the window's ticks and arity; the "
+        "same id in one window is the same draw. Null for independent releases.")
+    arity: int | None = Field(
+        default=None, ge=2, description="tree: the tree's arity (2..16, the least predicted "
+        "noise for the window's ticks, max_changes_per_window and the spread); null otherwise.")
+    max_changes_per_window: int | None = Field(
+        default=None, ge=0, description="tree: w, the public bound on how often one user's "
+        "contribution may change per window (later changes wait for the next window); null "
+        "for independent releases.")
 
 
 class PriorsRecord(Wire):

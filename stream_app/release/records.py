@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -13,6 +14,9 @@ from core.learning_radius import RoundLaw
 from core.plan import ReleasePlan
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.settings import Settings
+
+if TYPE_CHECKING:
+    from stream_app.release.tree_release import OpenTree
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +47,22 @@ class TickFacts:
 
 def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: float,
                    books: Accountant, priors_seq: int, charge: float,
-                   facts: TickFacts) -> Release:
+                   facts: TickFacts, tree: OpenTree | None = None) -> Release:
+    """``tree``: the tick's tree (tree mode): theta is its node scale, and the record names the
+    draws it adds (all functions of the settings, the clock and the published laws)."""
+    fields = {} if tree is None or tree.drawn is None else dict(
+        mechanism="tree", window_tick=tree.window_tick, nodes=list(tree.drawn.nodes),
+        arity=tree.mechanism.shape.arity, max_changes_per_window=tree.mechanism.max_changes)
     return Release(
-        seq=seq, ts=now, noisy_sum=noisy, theta=plan.theta,
+        seq=seq, ts=now, noisy_sum=noisy,
+        theta=plan.theta if tree is None else tree.mechanism.scale,
         epsilon=s.epsilon, epsilon_spent=books.spent,
         epsilon_remaining=max(books.remaining, 0.0),
         pairs=[p.value for p in s.pairs], rule=s.rule.value,
         binding_pair=plan.binding_pair.value if plan.binding_pair else None,
         binding_group=plan.binding_group, priors_seq=priors_seq, charge=charge,
         window=facts.window, tick=facts.tick, learning_rounds=facts.learning_rounds,
-        failure_probability=facts.failure_probability,
+        failure_probability=facts.failure_probability, **fields,
     )
 
 

@@ -14,11 +14,11 @@ cannot be written. A worker that becomes the owner restores first (stream_app.re
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from core.learning_radius import robust_round
 from core.noise import discrete_laplace_units, exact_float
 from core.plan import ReleasePlan
 from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
@@ -26,12 +26,13 @@ from stream_app.domain.priors import PublicPriors, learner_for, plan_for
 from stream_app.metrics import Metrics
 from stream_app.release.journal import bounded
 from stream_app.release.journals import Journals
+from stream_app.release.learning import learn
 from stream_app.release.ledger import Ledger
 from stream_app.release.pause import PauseGuard
 from stream_app.release.publisher import SEND_TIMEOUT_MS, Publisher
-from stream_app.release.records import TickFacts, combine, priors_records, release_record
-from stream_app.release.restore import in_force
+from stream_app.release.records import combine, release_record
 from stream_app.release.ticks import ReleaseTiming, TickCursor
+from stream_app.release.tree_release import TreeReleases
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class Releaser:
         self.metrics = metrics
         self.initial = priors
         self.learner = learner_for(settings)
-        self._partials = partials
+        self.partials = partials
         self._is_owner = is_owner
         self._lock = asyncio.Lock()
         self.publisher = Publisher(s, metrics)
@@ -65,13 +66,15 @@ class Releaser:
         self.priors_seq = 0
         self.laws = dict(priors.laws)
         self.radii = dict(priors.radii)
-        self.plan: ReleasePlan = plan if plan is not None else self._recalibrate()
+        self.plan: ReleasePlan = plan if plan is not None else self.recalibrate()
         metrics.theta.set(self.plan.theta)
         self.synced = False
-        self._said_zero_theta = False
+        self.said_zero_theta = False
         self.ticks = TickCursor(s, self.ledger, time.time())
         self.timing = ReleaseTiming(metrics)
         self.pause = PauseGuard(s, self.invalidate)
+        self.tree = (TreeReleases(s, metrics, self.publisher, priors)
+                     if s.release_mechanism == "tree" else None)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def invalidate(self) -> None:
@@ -83,8 +86,10 @@ class Releaser:
         self.pause.stop()
         await self.publisher.stop()
         await self.journals.close()
+        if self.tree is not None:
+            await self.tree.close()
 
-    def _recalibrate(self) -> ReleasePlan:
+    def recalibrate(self) -> ReleasePlan:
         started = time.perf_counter()
         plan = plan_for(self.settings, self.laws, self.radii)
         self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
@@ -98,8 +103,10 @@ class Releaser:
                                   self.ticks.restore_due(releases, tick))
         if (got.laws, got.radii, got.priors_seq) != (self.laws, self.radii, self.priors_seq):
             self.laws, self.radii, self.priors_seq = got.laws, got.radii, got.priors_seq
-            self.plan = self._recalibrate()
+            self.plan = self.recalibrate()
         self.metrics.priors_seq.set(self.priors_seq)
+        if self.tree is not None:
+            self.tree.restore(releases, priors)
         if releases:
             self.metrics.theta.set(releases[-1].theta)
         self.synced = generation == self.pause.generation
@@ -134,11 +141,11 @@ class Releaser:
         """The learning round of ``next_tick()``, whether or not one is due."""
         if self.learner is None:
             return None
-        return await self._tick(self._learn, None)  # type: ignore[return-value]
+        return await self._tick(functools.partial(learn, self), None)  # type: ignore[return-value]
 
     async def _clock(self, tick: int) -> Release | None:
         due = self.learner is not None and self.ticks.round_due(tick)
-        if due and await self._learn(tick) is None and self.ticks.round_due(tick):
+        if due and await learn(self, tick) is None and self.ticks.round_due(tick):
             if self.ledger.exhausted:
                 self.ticks.settle(tick)
             return None  # the round is tried again, with its tick
@@ -173,7 +180,7 @@ class Releaser:
             return None
         return await action(tick)
 
-    async def _ready_to_draw(self, charge: float) -> bool:
+    async def ready_to_draw(self, charge: float) -> bool:
         if not self.synced or not self.ledger.affordable(charge):
             return False
         await self.publisher.ready()  # no charge while the broker is unreachable
@@ -183,20 +190,29 @@ class Releaser:
         s, plan = self.settings, self.plan
         if plan.theta <= 0:
             # theta 0 would publish the exact sum: the published laws need no noise
-            if not self._said_zero_theta:
+            if not self.said_zero_theta:
                 log.warning("no release: theta is 0 for the laws of priors round %d",
                             self.priors_seq)
-                self._said_zero_theta = True
+                self.said_zero_theta = True
             self.ticks.settle(tick)
             return None
-        charge = plan.charge()
-        if not await self._ready_to_draw(charge):
+        tree = self.tree.open(tick, self.ledger.window) if self.tree is not None else None
+        if self.tree is not None and tree is None:
+            self.ticks.settle(tick)  # no budget for the window's tree (tree_release.py)
+            return None
+        charge = plan.charge() if tree is None else tree.charge
+        if not await self.ready_to_draw(charge):
             if self.ledger.exhausted:
                 self.ticks.settle(tick)
             return None
-        total_units, _, consumed = combine(self._partials())
+        partials = self.partials()
+        total_units, _, consumed = combine(partials)
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
-        noisy_units = discrete_laplace_units(total_units, plan.theta, plan.grid_log2)
+        noisy_units = (discrete_laplace_units(total_units, plan.theta, plan.grid_log2)
+                       if tree is None else await tree.draw(partials.values()))
+        if noisy_units is None:
+            self.ticks.settle(tick)  # a partition cannot tell the window's sum: nothing drawn
+            return None
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         noisy = exact_float(noisy_units, plan.grid_log2)
         if noisy is None:
@@ -204,9 +220,12 @@ class Releaser:
             self.ticks.settle(tick)  # a gap decided by the charged noisy value only
             return None
         record = release_record(s, plan, seq, now, noisy, books, self.priors_seq, charge,
-                                self.ticks.facts(tick, len(self.laws), self.learner is not None))
+                                self.ticks.facts(tick, len(self.laws), self.learner is not None),
+                                tree)
         if not self.ledger.intent(record):
             return None
+        if tree is not None:
+            self.tree.charged(tree.window)  # on the books even if the send fails
         self.journals.sent(s.topic_releases, record.seq, record.ts)
         if not await self.publisher.send(s.topic_releases, to_bytes(record)):
             self.invalidate()  # it may have reached the journal: read it before the retry
@@ -214,38 +233,3 @@ class Releaser:
         self.ticks.published(tick)
         self.timing.published(record, self.ticks.due(tick), consumed)
         return record
-
-    async def _learn(self, tick: int) -> list[PriorsRecord] | None:
-        s, learner = self.settings, self.learner
-        assert learner is not None
-        if not await self._ready_to_draw(learner.charge()):
-            return None
-        _, sums, _ = combine(self._partials())
-        now = time.time()  # read before the draw: the sampler's running time depends on the noise
-        learned = robust_round(learner, sums, self.laws, self.radii, s.prior_confidence_beta)
-        charge = learner.charge()
-        seq, spent = self.ledger.next_round(charge)
-        # built and validated before the charge: a record that cannot exist costs nothing
-        records = priors_records(seq, now, learned, learner.epsilon_learn, spent,
-                                 TickFacts(tick, self.ledger.window))
-        if records is None:
-            # the same records every time: this tick's round is given up, its release goes on
-            self.ledger.last_round_tick = max(self.ledger.last_round_tick, tick)
-            return None
-        self.ledger.charge_round(charge)  # = seq, spent: nothing awaited since next_round
-        if not self.ledger.intent():
-            return None
-        for r in records:
-            self.journals.sent(s.topic_priors, r.seq, r.ts)
-        for record in records:
-            if not await self.publisher.send(s.topic_priors, to_bytes(record)):
-                self.invalidate()  # it may have reached the journal: read it before the retry
-                return None
-        self.ledger.last_round_tick = max(self.ledger.last_round_tick, tick)
-        self.laws, self.radii, _ = in_force(records, self.laws, self.radii)  # as readers see them
-        self.priors_seq = seq
-        self.plan = self._recalibrate()
-        self._said_zero_theta = False
-        self.metrics.learning_rounds.inc()
-        self.metrics.priors_seq.set(seq)
-        return records

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 from core.budget import exact_decimal
 from core.plan import ReleasePlan
 from core.schedule import learning_ticks, window_ticks
 from core.tree import TreeMechanism, tree_mechanism
-from stream_app.domain.models import Partial, Release
+from stream_app.domain.models import Partial, PriorsRecord, Release
+from stream_app.domain.priors import PublicPriors, plan_for
 from stream_app.metrics import Metrics
 from stream_app.release.publisher import Publisher
+from stream_app.release.restore import in_force
 from stream_app.release.tree import TreeDraw, WindowTree
 from stream_app.release.tree_nodes import KafkaNodeJournal
 from stream_app.settings import Settings
@@ -62,66 +63,81 @@ def window_units(partials: Sequence[Partial], window: int) -> int | None:
     return total
 
 
-@dataclass(frozen=True)
-class TreeFacts:
-    """What a tree release publishes besides the sum (all public)."""
+class OpenTree:
+    """One tick's use of its window's tree: the charge, the draw and what the record says."""
 
-    window_tick: int
-    nodes: tuple[str, ...]
-    arity: int
-    scale: float
-    charge: float
+    def __init__(self, tree: WindowTree, tick: int, first: int, charge: float) -> None:
+        self.tree = tree
+        self.window = tree.window
+        self.window_tick = tick - first
+        self.charge = charge
+        self.drawn: TreeDraw | None = None
+
+    @property
+    def mechanism(self) -> TreeMechanism:
+        return self.tree.mechanism
+
+    async def draw(self, partials: Iterable[Partial]) -> int | None:
+        """The noisy sum in grid units (its nodes journaled first); None when a partition
+        cannot tell the window's sum (nothing drawn)."""
+        total = window_units(list(partials), self.window)
+        if total is None:
+            log.warning("window %d: a partition is two windows ahead or lost the window's "
+                        "final sum; tick %d skipped", self.window, self.window_tick)
+            return None
+        self.drawn = await self.tree.release(self.window_tick, total)
+        return self.drawn.noisy_units
 
 
 class TreeReleases:
     """The window's tree on the release owner, continued from the node journal."""
 
     def __init__(self, settings: Settings, metrics: Metrics, publisher: Publisher,
-                 opening_plan: Callable[[int], ReleasePlan]) -> None:
-        """``opening_plan(first_tick)``: the plan of the laws in force at that tick."""
+                 initial: PublicPriors) -> None:
         self.settings = settings
         self.journal = KafkaNodeJournal(settings, metrics, publisher)
-        self.opening_plan = opening_plan
+        self.initial = initial
+        self.priors: list[PriorsRecord] = []  # every published round (the opening laws)
         self.tree: WindowTree | None = None
-        self.charged: set[int] = set()  # windows whose tree charge is on the books
+        self.paid: set[int] = set()  # windows whose tree charge is on the books
 
-    def restore(self, releases: Sequence[Release]) -> None:
+    def restore(self, releases: Sequence[Release], priors: Sequence[PriorsRecord]) -> None:
         """After the journals were read: the windows charged, and the tree read again."""
-        self.charged = {r.window for r in releases
-                        if r.mechanism == "tree" and r.window is not None}
+        self.paid = {r.window for r in releases if r.mechanism == "tree" and r.window is not None}
+        self.priors = list(priors)
         self.tree = None
         self.journal.forget()
 
-    def mechanism(self, window: int) -> tuple[TreeMechanism, int] | None:
-        """The window's tree and its first tick; None when the window has no budget for it."""
+    def note_round(self, records: Sequence[PriorsRecord]) -> None:
+        self.priors.extend(records)
+
+    def opening_plan(self, first: int) -> ReleasePlan:
+        """The plan of the laws in force at tick ``first`` (a round on that tick comes before
+        its release)."""
+        laws, radii, _ = in_force([r for r in self.priors if r.tick is None or r.tick <= first],
+                                  self.initial.laws, self.initial.radii)
+        return plan_for(self.settings, laws, radii)
+
+    def open(self, tick: int, window: int | None) -> OpenTree | None:
+        """The tick's window tree (built when the window opens); None: no budget for it."""
         s = self.settings
-        assert s.budget_window_seconds is not None
+        assert s.budget_window_seconds is not None and window is not None
         first, last = window_ticks(window, s.release_period_seconds, s.budget_window_seconds)
-        if self.tree is not None and self.tree.window == window:
-            return self.tree.mechanism, first
-        eps = tree_epsilon(s, window)
-        if eps <= 0:
-            log.warning("window %d: no budget left for the tree after its learning rounds", window)
-            return None
-        plan = self.opening_plan(first)
-        m = tree_mechanism(last - first + 1, s.max_changes_per_window, s.pairs, plan.spread,
-                           s.domain, eps, s.grid_log2)
-        self.tree = WindowTree(m, window, self.journal)
-        return m, first
+        if self.tree is None or self.tree.window != window:
+            eps = tree_epsilon(s, window)
+            if eps <= 0:
+                log.warning("window %d: no budget left for a tree after its learning rounds",
+                            window)
+                return None
+            m = tree_mechanism(last - first + 1, s.max_changes_per_window, s.pairs,
+                               self.opening_plan(first).spread, s.domain, eps, s.grid_log2)
+            self.tree = WindowTree(m, window, self.journal)
+        charge = 0.0 if window in self.paid else self.tree.mechanism.charge()
+        return OpenTree(self.tree, tick, first, charge)
 
-    def charge(self, window: int) -> float:
-        """The window's charge on its first release, 0 after."""
-        if window in self.charged or self.tree is None:
-            return 0.0
-        return self.tree.mechanism.charge()
-
-    def charged_now(self, window: int) -> None:
-        """The charge is on the books (kept even when the release is not sent)."""
-        self.charged.add(window)
-
-    async def draw(self, tick: int, first: int, total_units: int) -> TreeDraw:
-        assert self.tree is not None
-        return await self.tree.release(tick - first, total_units)
+    def charged(self, window: int) -> None:
+        """The window's charge is on the books (kept even when the release is not sent)."""
+        self.paid.add(window)
 
     async def close(self) -> None:
         await self.journal.close()

@@ -192,7 +192,7 @@ UNSTABLE = [0.0623495791498756, 0.641328169139375, 0.8526328384806567]
 
 async def _theta_of_published(broker: EmbeddedBroker, data_dir: Path,
                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import stream_app.release.releaser as releaser_module
+    import stream_app.release.learning as releaser_module
 
     law = Distribution.from_counts([0, 1, 2], UNSTABLE)
     assert Distribution.from_points(law.support, law.probs) != law
