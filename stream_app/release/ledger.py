@@ -121,7 +121,8 @@ class Ledger:
                 self.mark_exhausted("another worker spent the budget")
 
     def affordable(self, charge: float) -> bool:
-        if self.accountant.can_spend(charge):
+        """Whether ``charge`` fits (0: a tree release after its window's first, always)."""
+        if charge == 0 or self.accountant.can_spend(charge):
             return True
         self.mark_exhausted(f"the next charge would be {charge:g}")
         return False
@@ -140,7 +141,8 @@ class Ledger:
     def charge_release(self, charge: float) -> int:
         """Spend and burn the next release seq (a seq never carries two values)."""
         self._remember()
-        self.accountant.spend(charge)
+        if charge:
+            self.accountant.spend(charge)
         self.last_seq += 1
         return self.last_seq
 
