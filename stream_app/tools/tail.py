@@ -43,7 +43,10 @@ def release_line(r: Release) -> str:
             f"noisy_sum={r.noisy_sum:.6g} charge={r.charge:.6g} "
             f"epsilon_spent={r.epsilon_spent:.6g}/{total:.6g} priors_seq={r.priors_seq}{window}"
             + ("" if not r.learning_rounds else f" learning_rounds={r.learning_rounds} "
-               f"failure_probability={r.failure_probability:.3g}"))
+               f"failure_probability={r.failure_probability:.3g}")
+            + ("" if r.mechanism != "tree" else f" mechanism=tree window_tick={r.window_tick} "
+               f"nodes={','.join(r.nodes or ())} arity={r.arity} "
+               f"max_changes_per_window={r.max_changes_per_window}"))
 
 
 def _tick(tick: int | None) -> str:

@@ -104,6 +104,12 @@ def test_tail_lines() -> None:
         "release seq=3 tick=- theta=2 noisy_sum=4.25 charge=1 epsilon_spent=3/100 "
         "priors_seq=0 window=7 learning_rounds=4 failure_probability=8e-06")
     assert json.loads(tail.render("releases", raw, as_json=True) or "") == release
+    tree = json.dumps({**release, "mechanism": "tree", "window_tick": 5, "nodes": ["base", "0.4"],
+                       "arity": 2, "max_changes_per_window": 4, "charge": 0.0}).encode()
+    assert tail.render("releases", tree, as_json=False) == (
+        "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 charge=0 epsilon_spent=3/100 "
+        "priors_seq=0 window=7 mechanism=tree window_tick=5 nodes=base,0.4 arity=2 "
+        "max_changes_per_window=4")
     priors = {"seq": 2, "ts": 1.0, "group": "g1", "support": [0, 1], "probs": [0.25, 0.75],
               "epsilon_learn": 0.1, "epsilon_spent": 0.2, "radius": 0.5, "status": "learned",
               "tick": 77}
