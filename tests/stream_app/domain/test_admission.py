@@ -100,8 +100,11 @@ def test_admitted_sum_is_the_reference_after_every_record(
     # the aggregate rebuilt from the stored states (a new owner) has the same admitted sum
     stored = [(u, UserState.from_stored(v)) for u, v in app.users.items()]
     rebuilt = PartitionAggregate.rebuild(0, stored)
-    rebuilt.roll(app.aggregates[0].window)
-    assert rebuilt.admitted_units == app.aggregates[0].admitted_units
+    agg = app.aggregates[0]
+    rebuilt.roll(agg.window)
+    assert rebuilt.admitted_units == agg.admitted_units
+    # and the window before's final sum, from the states (late ticks after a takeover)
+    assert agg.previous_units is not None and rebuilt.previous_units == agg.previous_units
 
 
 def test_independent_mode_stores_no_admission_state() -> None:
@@ -118,7 +121,7 @@ def test_independent_mode_stores_no_admission_state() -> None:
 def test_roll_keeps_the_final_admitted_sum_of_the_window_before() -> None:
     agg = PartitionAggregate(partition=0, sum_units=50)
     agg.roll(3)
-    assert agg.previous_units is None  # the window before 3 is unknown to a new aggregate
+    assert agg.previous_units == 50  # no user state: window 2 ended at the raw sum
     agg.note_admitted("a", [3, 10, 2], 30)  # admitted 10, raw 30: a held change
     assert agg.admitted_units == 30
     agg.roll(4)
