@@ -20,6 +20,7 @@ import pytest
 from core.tree_sensitivity import admitted
 from stream_app.domain.admission import admission_for
 from stream_app.domain.aggregate import PartitionAggregate
+from stream_app.domain.batch import Record
 from stream_app.domain.state import UserState
 from tests.stream_app.domain.test_ingest import DOMAIN, App, home_of, settings
 
@@ -130,3 +131,30 @@ def test_roll_keeps_the_final_admitted_sum_of_the_window_before() -> None:
     assert agg.previous_units == 50 and agg.admitted_units == 50
     agg.roll(5)  # never back
     assert agg.window == 6
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_one_batch_admits_what_record_by_record_admits(seed: int) -> None:
+    """The fused path (common_report) and the general path admit alike, whatever the batch."""
+    rng = random.Random(seed)
+    users = [u for u in (f"u{i}" for i in range(60)) if home_of(u) == 0][:6]
+    present = dict.fromkeys(users, False)
+    records = []
+    for n in range(80):
+        user = rng.choice(users)
+        if not present[user] or rng.random() < 0.1:
+            doc: dict[str, Any] = {"event": "leave" if present[user] else "join", "ts": 1.0 + n}
+            present[user] = not present[user]
+        else:
+            doc = {"value": rng.choice(DOMAIN), "report_id": f"r{n}", "ts": 1.0 + n}
+        topic, raw = record(user, doc)
+        records.append(Record(topic, 0, user.encode(), raw))
+    batched, single = tree_app(1), tree_app(1)
+    batched.handle_batch(records)
+    for r in records:
+        single.handle_batch([r])
+    assert {u: json.loads(v) for u, v in batched.users.items()} == \
+        {u: json.loads(v) for u, v in single.users.items()}  # type: ignore[arg-type]
+    assert batched.aggregates[0].admitted_units == single.aggregates[0].admitted_units
+    held = batched.metrics.tree_changes_held._value.get()
+    assert held == single.metrics.tree_changes_held._value.get() and held > 0
