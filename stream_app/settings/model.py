@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path("pufferfish-data")
     store: str = "memory://"
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
+    # A dead letter's raw field: the rejected record's first 256 bytes, for an operator who
+    # re-sends it. Off: raw is null (the record's values never leave the input topics; partition
+    # and offset locate it there). On: the deadletter topic holds reported values.
+    deadletter_include_raw: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
     # batch, so the reader also waits for this much quiet before trusting the end).

@@ -4,11 +4,11 @@
 [--max N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default
 (``release seq=… theta=… noisy_sum=… epsilon_spent=spent/total …``, ``priors seq=… group=…
 status=… radius=… law={…}``, ``deadletter reason=… source_topic=… partition=… offset=…
-detail="…"``: without the record's bytes, which only --json shows), or each record's JSON as
-published with --json. Starts at the end (new records only) unless
---from-beginning; stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do
-not exist yet are waited for. A broker that does not answer within --timeout: one line
-``pufferfish: error: bootstrap_servers: ...``, exit 2.
+detail="…"``: never the record's bytes), or each record's JSON as published with --json (a
+dead letter's ``raw``: null unless the worker runs with deadletter_include_raw). Starts at the
+end (new records only) unless --from-beginning; stops after --max records; Ctrl-C ends it
+quietly (exit 0). Topics that do not exist yet are waited for. A broker that does not answer
+within --timeout: one line ``pufferfish: error: broker: ...``, exit 2.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def priors_line(p: PriorsRecord) -> str:
 
 
 def deadletter_line(d: DeadLetter) -> str:
-    """Where the rejected record is and why; its bytes (``raw``) are left to --json."""
+    """Where the rejected record is and why; never its bytes (``raw``, when kept: --json)."""
     def known(v: int | None) -> str:
         return "-" if v is None else str(v)
 

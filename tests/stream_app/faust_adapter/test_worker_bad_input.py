@@ -46,6 +46,7 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         broker, tmp_path, 2, app_id="bad", domain=[0, 1, 2, 5],
         pairs=["value_presence"], release_period_seconds="0.5", max_payload_bytes="1024",
         priors_file=str(priors), join_grace_seconds="0",  # a report before a join: refused
+        deadletter_include_raw="true",  # the raw bytes are checked below
     )
     worker = wp.start_worker(env, tmp_path, "w")
     try:

@@ -128,6 +128,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
     env = wp.input_env(
         broker, tmp_path, PARTS, app_id="contract", domain=list(DOMAIN),
         pairs=["value_presence"], budget_total="10000", release_period_seconds="0.5",
+        deadletter_include_raw="true",  # the dead letters' users tell the phases apart
     )
     workers = [wp.start_worker(env, tmp_path, "w1"), wp.start_worker(env, tmp_path, "w2")]
     barriers = 0
