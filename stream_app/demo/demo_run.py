@@ -200,7 +200,7 @@ class DemoRun:
             if metrics:
                 self.metrics = metrics
                 self.processed = int(
-                    metrics.get("pufferfish_events_consumed_total", 0)
+                    metrics.get("pufferfish_events_applied_total", 0)
                     + metrics.get("pufferfish_events_rejected_total", 0)
                 )
             await asyncio.sleep(METRICS_POLL_SECONDS)

@@ -227,8 +227,8 @@ def test_metrics_do_not_give_the_exact_population(runs: dict[str, RunOutput]) ->
     """Joins and leaves share one counter label, so their difference is not exported."""
     m = parse(runs["A"].metrics)
     for kind in ("join", "leave"):
-        assert sample(m, "pufferfish_events_consumed_total", {"kind": kind}) is None
-    membership = sample(m, "pufferfish_events_consumed_total", {"kind": "membership"})
+        assert sample(m, "pufferfish_events_applied_total", {"kind": kind}) is None
+    membership = sample(m, "pufferfish_events_applied_total", {"kind": "membership"})
     assert membership == POPULATION + 2 * LEAVERS  # joins + leaves, not joins - leaves
     assert membership != POPULATION
 

@@ -144,7 +144,7 @@ def handled(workers: Iterable[Worker]) -> float:
     total = 0.0
     for w in workers:
         sums = metrics.totals(scrape(w.metrics_port))
-        total += sums.get("pufferfish_events_consumed_total", 0.0)
+        total += sums.get("pufferfish_events_applied_total", 0.0)
         total += sums.get("pufferfish_events_rejected_total", 0.0)
     return total
 

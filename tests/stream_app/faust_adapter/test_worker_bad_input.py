@@ -104,8 +104,8 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         for reason in REJECT_REASONS:
             got = m[("pufferfish_events_rejected_total", (("reason", reason),))]
             assert got == expected[reason], reason
-        assert m[("pufferfish_events_consumed_total", (("kind", "membership"),))] == 4
-        assert m[("pufferfish_events_consumed_total", (("kind", "report"),))] == 2
+        assert m[("pufferfish_events_applied_total", (("kind", "membership"),))] == 4
+        assert m[("pufferfish_events_applied_total", (("kind", "report"),))] == 2
 
         # the good records around the bad ones made it into the releases: X = 2 + 5
         drained = time.time()

@@ -229,7 +229,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
         assert rejected(workers, "out_of_domain") == sum(
             n for (_, r), n in letters.items() if r == "out_of_domain")
         consumed = sum(totals(wp.scrape(w.metrics_port)).get(
-            "pufferfish_events_consumed_total", 0.0) for w in workers)
+            "pufferfish_events_applied_total", 0.0) for w in workers)
         assert consumed == 20 + 12 + 20 + 40 + 24 + 40 - s.misrouted
 
         # the exact sum over both workers' partitions: every accepted report's user, latest value
