@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -57,6 +59,33 @@ def worker_class() -> type:
     return QuietWorker
 
 
+def listen_error(settings: Settings, exc: OSError) -> PufferfishInputError:
+    """The metrics server cannot listen: which setting to change, and how."""
+    where = f"{settings.metrics_host}:{settings.metrics_port}"
+    if exc.errno == errno.EADDRINUSE:
+        return PufferfishInputError("metrics_port", f"{where} is in use: set metrics_port "
+                                    "(PUFFERFISH_METRICS_PORT) to a free port (0: any, off: none)")
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return PufferfishInputError("metrics_host", f"cannot listen on {where}: not an address of "
+                                    "this host (PUFFERFISH_METRICS_HOST)")
+    return PufferfishInputError("metrics_port", f"cannot listen on {where}: {exc.strerror or exc}")
+
+
+def check_listen(settings: Settings) -> None:
+    """The metrics server's address is free to listen on (a bind, closed at once, with the
+    SO_REUSEADDR the server itself uses); else ONE PufferfishInputError naming the setting."""
+    if not settings.metrics_port:  # None: no server; 0: the OS picks a free port
+        return
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            settings.metrics_host, settings.metrics_port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise listen_error(settings, exc) from None
+
+
 def run_worker(settings: Settings, broker_timeout: float = 30.0,
                started: float | None = None) -> int:
     """Run one worker until SIGTERM/SIGINT (blocking). Returns the exit status: 0, or
@@ -73,13 +102,17 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     metrics = Metrics.create()
     # bad priors, pairs or a corrupt local state fail here, before any broker call
     worker_app = PufferfishApp(settings, metrics)
+    check_listen(settings)  # a busy port fails now, not after the broker is joined
     # the broker's wait counts from ``started`` (the process's start): --timeout bounds the
     # whole start-up
     left = broker_timeout - (time.monotonic() - started) if started is not None \
         else broker_timeout
     loop.run_until_complete(ensure_topics(settings, max(left, 0.1), shown=broker_timeout))
     if settings.metrics_port is not None:
-        metrics.serve(settings.metrics_host, settings.metrics_port)
+        try:
+            metrics.serve(settings.metrics_host, settings.metrics_port)
+        except OSError as exc:  # taken since check_listen
+            raise listen_error(settings, exc) from None
     worker = worker_class()(
         worker_app.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop,
         redirect_stdouts=False,

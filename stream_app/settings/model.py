@@ -29,6 +29,7 @@ from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
+BROKER_SCHEME = "kafka"
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
@@ -38,6 +39,21 @@ REMOVED = {
 _EMPTY = {
     "domain": "must list at least one value", "pairs": "must name at least one secret-pair set",
 }
+
+
+def broker_url_problem(scheme: str | None, hosts: str) -> str:
+    """What is wrong with a broker URL's scheme and ``host:port`` list ("" if nothing)."""
+    if scheme is None:
+        return "no scheme"
+    if scheme != BROKER_SCHEME:
+        return f"unknown scheme {scheme!r}"
+    for address in hosts.split(","):
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or "/" in address:
+            return f"{address!r} is not host:port"
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            return f"port {port!r} is not a number in 1..65535"
+    return ""
 
 
 class Settings(BaseSettings):
@@ -223,9 +239,12 @@ class Settings(BaseSettings):
     @field_validator("broker")
     @classmethod
     def _broker_url(cls, v: str) -> str:
-        hosts = v.split("://", 1)[1] if "://" in v else v
-        if not hosts or any(":" not in h for h in hosts.split(",")):
-            raise ValueError("must look like kafka://host:port[,host:port]")
+        """``kafka://host:port[,host:port]``, checked before any connection attempt (a
+        mistyped scheme or port would otherwise cost the whole broker timeout)."""
+        scheme, sep, hosts = v.partition("://")
+        problem = broker_url_problem(scheme if sep else None, hosts)
+        if problem:
+            raise ValueError(f"must be kafka://host:port[,host:port], got {v!r} ({problem})")
         return v
 
     @model_validator(mode="after")

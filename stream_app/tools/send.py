@@ -160,7 +160,7 @@ class Run:
             linger_ms=int(self.settings.producer_linger_seconds * 1000),
         )
         try:
-            await common.bounded(producer.start(), self.timeout, self.settings, "")
+            await common.bounded(producer.start(), self.timeout, self.settings, common.CONNECT)
             self.started = True
             await self.send_all(producer, LineReader(stream))
         finally:

@@ -121,7 +121,7 @@ async def follow(settings: Settings, topics: dict[str, str], as_json: bool,
         request_timeout_ms=int(timeout * 1000),
     )
     try:
-        await common.bounded(consumer.start(), timeout, settings, "")
+        await common.bounded(consumer.start(), timeout, settings, common.CONNECT)
         tps = [TopicPartition(t, p) for t in topics for p in range(counts[t])]
         consumer.assign(tps)
         seek = consumer.seek_to_beginning if from_beginning else consumer.seek_to_end
