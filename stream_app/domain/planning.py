@@ -17,23 +17,22 @@ plan's formula and its public inputs do (docs/privacy.md, "Learned priors").
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from core.errors import PufferfishInputError
 from core.learning_radius import noise_l1_tail
 from core.plan import Schedule, budget_schedule, radius_failure_bound
 from stream_app.domain.priors import checked_start, learner_for, plan_for
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
+DESCRIPTION = ("What a configuration will publish, computed offline from the settings: theta "
+               "for each group and pair, the charge per release, the noise standard deviation, "
+               "how long the budget lasts on the public clock, and the failure probability of "
+               "learned priors.")
 
 
 def plan_summary(settings: Settings) -> dict[str, Any]:
@@ -187,8 +186,8 @@ def _text(summary: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="pufferfish plan", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser = arguments.CommandParser("pufferfish plan", DESCRIPTION)
+    arguments.add_config(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)

@@ -8,7 +8,6 @@ not acknowledge stops it with exit status 75 (stream_app/faust_adapter/write_ack
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import errno
 import logging
@@ -23,7 +22,7 @@ from core.errors import PufferfishInputError
 from stream_app.faust_adapter import diagnostics, log_safety
 from stream_app.faust_adapter.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED
 from stream_app.kafka.topics import TopicSetupError, ensure_topics
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 
 log = logging.getLogger("stream_app.faust_adapter.runner")
 
@@ -145,20 +144,20 @@ def process_started() -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     started = process_started()
-    parser = argparse.ArgumentParser(
-        prog="pufferfish run",
-        description="Run a pufferfish-stream worker (settings: PUFFERFISH_* env vars, JSON file).",
-    )
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
-    parser.add_argument("--broker", help="broker URL, e.g. kafka://localhost:9092")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="seconds to wait for the broker at start before giving up "
-                        "(default 30)")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    parser = arguments.CommandParser(
+        "pufferfish run",
+        "Run one worker until SIGTERM or Ctrl-C: it creates the missing topics, applies the "
+        "reports and membership events of its input partitions and publishes releases and "
+        "learning rounds on the public clock. Settings: PUFFERFISH_* variables and a JSON file "
+        "(docs/operations.md, \"Settings\").",
+        epilog="Exit status: 0 stopped; 2 bad settings or an unreachable broker (one line on "
+        "stderr); 75 a write the broker did not acknowledge.")
+    arguments.add_config(parser)
+    arguments.add_broker(parser)
+    arguments.add_timeout(parser, 30.0, "at start, from the process's start")
     try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
         settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
-        if not args.timeout > 0:
-            raise PufferfishInputError("--timeout", "must be a positive number of seconds")
         return run_worker(settings, args.timeout, started)
     except (PufferfishInputError, TopicSetupError) as exc:
         return _error(str(exc))

@@ -27,9 +27,9 @@ from pydantic_settings import (
 
 from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
+from stream_app.settings import broker_url
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
-BROKER_SCHEME = "kafka"
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
@@ -39,21 +39,6 @@ REMOVED = {
 _EMPTY = {
     "domain": "must list at least one value", "pairs": "must name at least one secret-pair set",
 }
-
-
-def broker_url_problem(scheme: str | None, hosts: str) -> str:
-    """What is wrong with a broker URL's scheme and ``host:port`` list ("" if nothing)."""
-    if scheme is None:
-        return "no scheme"
-    if scheme != BROKER_SCHEME:
-        return f"unknown scheme {scheme!r}"
-    for address in hosts.split(","):
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or "/" in address:
-            return f"{address!r} is not host:port"
-        if not (port.isdigit() and 0 < int(port) < 65536):
-            return f"port {port!r} is not a number in 1..65535"
-    return ""
 
 
 class Settings(BaseSettings):
@@ -129,9 +114,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("pufferfish-data")
     store: str = "memory://"
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
-    # A dead letter's raw field: the rejected record's first 256 bytes, for an operator who
-    # re-sends it. Off: raw is null (the record's values never leave the input topics; partition
-    # and offset locate it there). On: the deadletter topic holds reported values.
+    # a dead letter's raw: null, or the record's first 256 bytes (values!) to re-send (privacy.md)
     deadletter_include_raw: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
@@ -239,13 +222,7 @@ class Settings(BaseSettings):
     @field_validator("broker")
     @classmethod
     def _broker_url(cls, v: str) -> str:
-        """``kafka://host:port[,host:port]``, checked before any connection attempt (a
-        mistyped scheme or port would otherwise cost the whole broker timeout)."""
-        scheme, sep, hosts = v.partition("://")
-        problem = broker_url_problem(scheme if sep else None, hosts)
-        if problem:
-            raise ValueError(f"must be kafka://host:port[,host:port], got {v!r} ({problem})")
-        return v
+        return broker_url.checked(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -270,4 +247,4 @@ class Settings(BaseSettings):
     @property
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
-        return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
+        return broker_url.bootstrap(self.broker)

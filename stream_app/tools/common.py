@@ -8,14 +8,13 @@ to do: the command prints it as ``pufferfish: error: broker: ...`` and exits 2, 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Coroutine, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
@@ -30,23 +29,6 @@ BROKER_FIELD = "broker"  # the setting (--broker, PUFFERFISH_BROKER)
 CONNECT = "connect"  # the step of ``bounded`` that reaches the broker
 DEFAULT_TIMEOUT = 10.0
 EXIT_OK, EXIT_PARTIAL, EXIT_ERROR = 0, 1, 2
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one PufferfishInputError (one line, exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
 
 
 def fail(exc: BaseException | str) -> int:
