@@ -4,7 +4,7 @@
 ``run``, ``plan``, ``demo``, ``reproduce``, ``schema``, ``send`` and ``tail`` forward the rest
 of argv to their module's ``main(argv)``, imported lazily; ``demo`` and ``reproduce`` first check
 that their extra (EXTRAS) is installed. Every input error is ONE line on stderr, exit status 2,
-never a traceback.
+never a traceback; a closed stdout ends any command quietly, exit status EXIT_CLOSED_PIPE.
 """
 
 from __future__ import annotations
