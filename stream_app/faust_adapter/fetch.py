@@ -12,7 +12,7 @@ from faust.types import TP, Message
 
 class RefetchingGetmany:
     """Mixin for the Faust consumer (stream_app/faust_adapter/consumer.py), which supplies
-    ``_expected``, ``_gate``, ``_last_fetch`` and ``_seek_back``."""
+    ``_expected``, ``_fetched``, ``_last_fetch`` and ``_seek_back``."""
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         """Faust's ``getmany``, except that records it throws away are fetched again.
@@ -35,8 +35,7 @@ class RefetchingGetmany:
         views = getattr(records, "views", None)  # client_view.FetchedRecords, from our thread
         if views is not None:
             consumer._last_fetch = records  # for the drain loop's end of batch
-            if consumer._gate is not None:
-                consumer._gate.fetched(views)
+            consumer._fetched(records)
         generation_id = app.consumer_generation_id
         epochs = {tp: expected.epoch(tp) for tp in records}  # no await since the fetch
         yielded: dict[TP, int] = {}

@@ -45,6 +45,24 @@ class GatedBatches:
                 return {}
         return await super()._getmany(active_partitions, timeout)  # type: ignore[misc]
 
+    def _fetched(self, records: FetchedRecords) -> None:
+        """A fetch came back (called by getmany before its records are yielded). A membership
+        partition with no record in it, at its end, whose position the last batches accounted
+        for (every record below handed over, no seek since) is caught up as of this fetch: its
+        reports of the same fetch pass inline, without being kept back."""
+        gate, expected = self._gate, self._expected
+        if gate is None:
+            return
+        views = records.views
+        gate.fetched(views)
+        for m in gate.membership_partitions():
+            view = views.get(m)
+            if (view is None or m in records or view.position is None
+                    or expected.sought_since(m, expected.fetch_stamp())):
+                continue  # records of m to hand over first, or a seek in flight
+            if view.position in (expected.accounted(m), expected.expected(m)):
+                gate.caught_up(m, view)
+
     async def _release(self, r: Any, skip: set[TP]) -> None:
         """Hand over the records of `r` the gate kept back, as far as it now admits them."""
         gate: Any = self._gate

