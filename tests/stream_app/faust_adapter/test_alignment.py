@@ -11,6 +11,7 @@ the reports partition while its records are kept back neither duplicates nor los
 from __future__ import annotations
 
 import asyncio
+import bisect
 from types import SimpleNamespace
 from typing import Any
 
@@ -72,13 +73,14 @@ class TwoTopicClient:
             if self.fetches < self.visible_from.get(tp, 0):
                 continue
             self.polled[tp] = self.fetches
-            batch = [(o, ts) for o, ts in self.logs[tp] if o >= self.position[tp]]
-            batch = batch[:self.max_records]
+            log = self.logs[tp]
+            start = bisect.bisect_left(log, (self.position[tp], -1))
+            batch = log[start:start + self.max_records]
             if batch:
                 records[tp] = [ConsumerRecord(tp.topic, tp.partition, o, ts, 0, b"u", b"{}",
                                               None, 1, 2, []) for o, ts in batch]
-                following = [o for o, _ in self.logs[tp] if o > batch[-1][0]]
-                self.position[tp] = following[0] if following else self.ends[tp]
+                following = start + len(batch)
+                self.position[tp] = log[following][0] if following < len(log) else self.ends[tp]
         views = {tp: ClientView(self.position[tp],
                                 self.ends[tp] if tp in self.polled else None,
                                 self.polled.get(tp)) for tp in self.assigned}
