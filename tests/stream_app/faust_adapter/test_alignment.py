@@ -159,47 +159,41 @@ async def _drain_until(client: TwoTopicClient, done: Any) -> None:
     await task
 
 
-async def test_a_seek_of_kept_back_reports_hands_each_over_once(consumer: Any) -> None:
-    """A rebalance seeks the reports partition back to its committed offset 0 while its first
-    batch is kept back: the kept copies are dropped, the fetch from 0 brings each record once."""
+async def seek_to_committed(consumer: Any, client: TwoTopicClient) -> None:
+    """A rebalance seeks the reports partition back to its committed offset 0."""
+    await consumer.seek(R0, 0)
+
+
+async def revoke_then_assign(consumer: Any, client: TwoTopicClient) -> None:
+    """The reports partition is revoked, then assigned again and read from its committed
+    offset (nothing committed: 0)."""
+    consumer._expected.forget(R0)  # what on_partitions_revoked does first
+    assert R0 not in consumer._gate.held
+    client.position[R0] = 0
+    consumer._expected.sought(R0, 0)
+
+
+@pytest.mark.parametrize("rebalance", [seek_to_committed, revoke_then_assign])
+async def test_kept_back_reports_moved_by_a_rebalance_are_handed_over_once(
+    consumer: Any, rebalance: Any,
+) -> None:
+    """While the reports' first batch is kept back, a rebalance moves the partition: the kept
+    copies are dropped, the fetch from the committed offset brings each record once."""
     client = TwoTopicClient(consumer, {R0: reports(25, 1_000), M0: reports(3, 990)},
                             visible_from={M0: 3})
-    sought = False
+    moved = False
 
-    async def rebalance(message: Any) -> None:
-        nonlocal sought
-        if message.topic == "membership" and not sought:
-            sought = True
+    async def on_record(message: Any) -> None:
+        nonlocal moved
+        if message.topic == "membership" and not moved:
+            moved = True
             assert consumer._gate.held.get(R0)  # the reports' first batch is kept back
-            await consumer.seek(R0, 0)
+            await rebalance(consumer, client)
             assert R0 not in consumer._gate.held
 
-    client.on_record = rebalance
+    client.on_record = on_record
     await client.drain()
-    assert sought and client.order_violations() == []
-    assert [o for t, o in client.delivered if t == "reports"] == list(range(25))
-
-
-async def test_a_revoke_of_kept_back_reports_loses_and_repeats_nothing(consumer: Any) -> None:
-    """The reports partition is revoked while kept back, then assigned again and read from the
-    committed offset (nothing committed: 0): each record is handed over once."""
-    client = TwoTopicClient(consumer, {R0: reports(25, 1_000), M0: reports(3, 990)},
-                            visible_from={M0: 3})
-    revoked = False
-
-    async def rebalance(message: Any) -> None:
-        nonlocal revoked
-        if message.topic == "membership" and not revoked:
-            revoked = True
-            assert consumer._gate.held.get(R0)
-            consumer._expected.forget(R0)  # what on_partitions_revoked does first
-            assert R0 not in consumer._gate.held
-            client.position[R0] = 0  # the next owner (here: us again) reads from committed 0
-            consumer._expected.sought(R0, 0)
-
-    client.on_record = rebalance
-    await client.drain()
-    assert revoked and client.order_violations() == []
+    assert moved and client.order_violations() == []
     assert [o for t, o in client.delivered if t == "reports"] == list(range(25))
 
 

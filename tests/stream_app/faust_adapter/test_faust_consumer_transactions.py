@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,25 @@ def _produce_in_transactions(bootstrap: str, topics: Topics, wl: Workload) -> No
         producer.commit_transaction(30)
 
 
+@contextmanager
+def joined_worker(tmp_path: Path, wl: Workload, name: str
+                  ) -> Iterator[tuple[NoidaBroker, Topics, Worker]]:
+    """noida-db, fresh topics and a worker to which the workload's users have joined."""
+    broker = NoidaBroker(tmp_path / "noida", tmp_path / "noida.log").start()
+    worker: Worker | None = None
+    try:
+        topics = new_topics(broker.bootstrap, PARTITIONS)
+        env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
+        worker = Worker(env, tmp_path, name).start()
+        wait_ready(worker)
+        join(broker.bootstrap, topics, worker, wl.users)
+        yield broker, topics, worker
+    finally:
+        if worker is not None:
+            worker.stop()
+        broker.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_reports_written_in_transactions_are_counted_once_with_few_seeks(
@@ -63,14 +84,7 @@ def test_reports_written_in_transactions_are_counted_once_with_few_seeks(
     wl = Workload.make(n_users=40, per_user=TRANSACTIONS * PER_TRANSACTION // 40, dup_every=0,
                        seed=11, prefix="tx")
     assert len(wl.reports) == TRANSACTIONS * PER_TRANSACTION
-    broker = NoidaBroker(tmp_path / "noida", tmp_path / "noida.log").start()
-    worker: Worker | None = None
-    try:
-        topics = new_topics(broker.bootstrap, PARTITIONS)
-        env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
-        worker = Worker(env, tmp_path, "transactions").start()
-        wait_ready(worker)
-        join(broker.bootstrap, topics, worker, wl.users)
+    with joined_worker(tmp_path, wl, "transactions") as (broker, topics, worker):
         _produce_in_transactions(broker.bootstrap, topics, wl)
         wait_consumed(worker, "report", len(wl.reports), timeout=240)
         # The counter moves when a batch is applied, before its changelog records are even
@@ -90,10 +104,6 @@ def test_reports_written_in_transactions_are_counted_once_with_few_seeks(
         seeks = worker.metric("pufferfish_consumer_seeks_total")
         refetch_lines = worker.output().count("again from offset")
         states = users_changelog(broker.bootstrap, topics.app_id)
-    finally:
-        if worker is not None:
-            worker.stop()
-        broker.stop()
     print(f"\nTRANSACTIONS {TRANSACTIONS}x{PER_TRANSACTION}: consumed={consumed}, "
           f"duplicates={rejected}, seeks={seeks}, refetch log lines={refetch_lines}, "
           f"releases={len(releases)}")
@@ -115,14 +125,7 @@ def test_idle_periods_after_transactions_cost_no_seek_each(tmp_path: Path) -> No
     itself moved it there (issue 34: a seek per partition per idle period, 4, 8, ..., 20)."""
     wl = Workload.make(n_users=8, per_user=IDLE_PERIODS * 3 * 4 // 8, dup_every=0, seed=12,
                        prefix="idle")
-    broker = NoidaBroker(tmp_path / "noida", tmp_path / "noida.log").start()
-    worker: Worker | None = None
-    try:
-        topics = new_topics(broker.bootstrap, PARTITIONS)
-        env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
-        worker = Worker(env, tmp_path, "idle").start()
-        wait_ready(worker)
-        join(broker.bootstrap, topics, worker, wl.users)
+    with joined_worker(tmp_path, wl, "idle") as (broker, topics, worker):
         producer = Producer({"bootstrap.servers": broker.bootstrap,
                              "transactional.id": f"idle-{uuid.uuid4().hex[:8]}"})
         producer.init_transactions(30)
@@ -140,10 +143,6 @@ def test_idle_periods_after_transactions_cost_no_seek_each(tmp_path: Path) -> No
             time.sleep(IDLE_SECONDS)
         seeks = worker.metric("pufferfish_consumer_seeks_total")
         consumed = worker.metric("pufferfish_events_consumed_total", {"kind": "report"})
-    finally:
-        if worker is not None:
-            worker.stop()
-        broker.stop()
     print(f"\nIDLE PERIODS {IDLE_PERIODS}: seeks={seeks}, consumed={consumed}")
     assert consumed == len(wl.reports)
     assert seeks is not None and seeks < 10, f"{seeks} seeks over {IDLE_PERIODS} idle periods"
