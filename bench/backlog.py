@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                f"ready (goal <= 2x: {verdict}); load before {load_before}, after {load_after}")
     print(summary)
     body = _common.markdown_table(headers, rows) + "\n\n" + summary + "\n"
-    _common.report(args, NAME, "Backlog: transactional vs plain (issue 34)",
+    _common.report(args, NAME, "9. Backlog: transactional vs plain (issue 34)",
                    _common.command_line(NAME, argv), body)
     return 0
 

@@ -179,8 +179,8 @@ class Metrics:
             ),
             reports_held_limit=Gauge(
                 "pufferfish_reports_held_limit",
-                "Bounds on held reports: max_held_reports_per_user (scope=user), "
-                "max_held_reports (scope=worker)", ["scope"], registry=reg,
+                "Bound on held reports: max_held_reports_per_user (scope=user; no bound is "
+                "shared across users)", ["scope"], registry=reg,
             ),
             input_cpu_seconds=Counter(
                 "pufferfish_input_cpu_seconds",

@@ -142,8 +142,9 @@ def test_a_rebalance_mid_backlog_keeps_every_join_before_its_reports(tmp_path: P
     """A second worker joins while the first is draining the backlog: the partitions it takes
     over are read from their committed offsets, joins and reports alike. The first worker
     drains the backlog faster than the second starts, so it is paused (SIGSTOP, as a long GC
-    pause would) once 5 % are counted (in batches of 100, so that the count is seen early), and resumed once the second is up and joining: the
-    rebalance then lands mid-backlog (the second worker must count some reports).
+    pause would) once 5 % are counted (in batches of 100, so that the count is seen early),
+    and resumed once the second is up and joining: the rebalance then lands mid-backlog (the
+    second worker must count some reports).
 
     tansu only: on noida-db 0.2.3 this rebalance never ends — after the paused member's
     commit fails (IllegalGeneration, then UnknownMemberId) both members re-join generation 2
