@@ -61,8 +61,8 @@ class Alignment:
                 m = tp._replace(topic=self.membership_topic)
                 if m in assigned:
                     self.partner[tp], self._reports_of[m] = m, tp
-        for tp in [tp for tp in self.held if tp not in self.partner]:
-            del self.held[tp]
+        # records kept back for a partition no longer paired are released by the next batch
+        # (``releasable``: nothing to wait for); a revoked one was dropped by ``forget``
 
     def forget(self, tp: Hashable) -> None:
         """A seek or revoke of `tp`: what it handed over or kept back no longer counts."""

@@ -197,6 +197,27 @@ async def test_kept_back_reports_moved_by_a_rebalance_are_handed_over_once(
     assert [o for t, o in client.delivered if t == "reports"] == list(range(25))
 
 
+async def test_kept_back_reports_whose_membership_partition_goes_elsewhere_go_once(
+    consumer: Any,
+) -> None:
+    """A rebalance keeps the reports partition here but gives its membership partition to
+    another worker: nothing to wait for any more, the kept records go, each once, in order."""
+    client = TwoTopicClient(consumer, {R0: reports(25, 1_000), M0: reports(3, 990)},
+                            visible_from={M0: 1_000})  # membership never comes back here
+    fetch = consumer._thread.getmany
+
+    async def reassigning(active_partitions: set[Any], timeout: float) -> Any:
+        if client.fetches == 2:
+            assert consumer._gate.held.get(R0)  # the first batch is kept back
+            client.assigned.discard(M0)
+            consumer._gate.assign(client.assigned)
+        return await fetch(active_partitions, timeout)
+
+    consumer._thread.getmany = reassigning
+    await client.drain()
+    assert [o for t, o in client.delivered if t == "reports"] == list(range(25))
+
+
 async def test_one_topic_has_no_gate() -> None:
     s = Settings(topic_membership="reports")
     app = new_app(s, "alignment-one-topic", broker="kafka://127.0.0.1:1", store="memory://",
