@@ -104,7 +104,7 @@ def test_a_fresh_worker_applies_the_joins_before_a_reports_backlog(tmp_path: Pat
                        tmp_path, "fresh")
         try:
             check_all_counted(broker.bootstrap, topics, wl, [worker])
-            assert worker.metric("pufferfish_events_consumed_total",
+            assert worker.metric("pufferfish_events_applied_total",
                                  {"kind": "report"}) == len(wl.reports)
         finally:
             worker.stop()
@@ -170,7 +170,7 @@ def test_a_rebalance_mid_backlog_keeps_every_join_before_its_reports(tmp_path: P
             finally:
                 os.kill(workers[0].pid, signal.SIGCONT)
             check_all_counted(broker.bootstrap, topics, wl, workers)
-            consumed = [w.metric("pufferfish_events_consumed_total", {"kind": "report"}) or 0
+            consumed = [w.metric("pufferfish_events_applied_total", {"kind": "report"}) or 0
                         for w in workers]
             print(f"\nREBALANCE {kind}: reports consumed per worker {consumed}")
             assert consumed[1] > 0, "the rebalance came after the backlog"

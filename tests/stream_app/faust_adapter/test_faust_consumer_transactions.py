@@ -142,7 +142,7 @@ def test_idle_periods_after_transactions_cost_no_seek_each(tmp_path: Path) -> No
             wait_consumed(worker, "report", (burst + 1) * per_burst, timeout=60)
             time.sleep(IDLE_SECONDS)
         seeks = worker.metric("pufferfish_consumer_seeks_total")
-        consumed = worker.metric("pufferfish_events_consumed_total", {"kind": "report"})
+        consumed = worker.metric("pufferfish_events_applied_total", {"kind": "report"})
     print(f"\nIDLE PERIODS {IDLE_PERIODS}: seeks={seeks}, consumed={consumed}")
     assert consumed == len(wl.reports)
     assert seeks is not None and seeks < 10, f"{seeks} seeks over {IDLE_PERIODS} idle periods"
