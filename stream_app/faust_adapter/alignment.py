@@ -6,8 +6,9 @@ With two input topics, partition p of ``topic_reports`` (R) and partition p of
 record of R over only when M has no join left that was acknowledged before that report was
 produced:
 
-- M handed over a record with a Kafka timestamp *after* the report's (timestamps of a partition
-  rise with its offsets, so every M record up to the report's time is handed over), or
+- M handed over a record with a Kafka timestamp *after* the report's (when timestamps of a
+  partition rise with its offsets — LogAppendTime, or producers' clocks in sync — every M
+  record up to the report's time is then handed over), or
 - M was caught up (every record below its end offset handed over) as of a fetch response no
   older than the one that brought the report (the client's per-partition poll time, one clock).
 
