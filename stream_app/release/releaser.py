@@ -90,7 +90,6 @@ class Releaser:
         self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
         return plan
 
-    # --- journals ----------------------------------------------------------------------------
     async def _sync(self, tick: int | None) -> None:
         generation = self.pause.generation
         releases, priors = await self.journals.read_all()
