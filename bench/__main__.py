@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "core_rules": "per-call cost of each core calibration rule (K = 4..256)",
     "robust": "6. robust theta / plain theta of learned laws vs group size",
     "composition": "7. pointwise charge vs exact loss of T releases (persistent, i.i.d.)",
+    "continual": "8. tree mechanism vs independent releases at one window budget (RMSE)",
 }
 
 

@@ -239,6 +239,13 @@ def count(value: object, field: str) -> int:
     return value
 
 
+def at_least(value: object, minimum: int, field: str) -> int:
+    """An integer >= ``minimum`` (bools are refused): a tree's ticks or arity."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PufferfishInputError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
 def bins(value: object, field: str = "k") -> int:
     """A number of histogram bins: an integer >= 1 (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < 1:
@@ -421,10 +428,24 @@ def mapping(value: object, field: str, message: str) -> Mapping[str, Any]:
 
 
 def present(data: Mapping[str, Any], keys: Sequence[str], message: str, prefix: str = "") -> None:
-    """Every key is in ``data`` (the first missing one is named, after ``prefix``)."""
-    for key in keys:
-        if key not in data:
-            raise PufferfishInputError(f"{prefix}{key}", message)
+    """Every key is in ``data``; else one error naming all the missing ones (each after
+    ``prefix``, in ``keys`` order), so a user fixes them in one go. ``message`` ("is …") says
+    "are …" for several."""
+    _none_missing([f"{prefix}{key}" for key in keys if key not in data], message)
+
+
+def present_in_each(objects: Mapping[str, Any], keys: Sequence[str], message: str) -> None:
+    """``present`` for several objects at once (``objects``: field name -> value; a value that
+    is not an object is left to its own check): one error names every missing ``field.key``."""
+    _none_missing([f"{name}.{key}" for name, data in objects.items()
+                   if isinstance(data, Mapping) for key in keys if key not in data], message)
+
+
+def _none_missing(missing: Sequence[str], message: str) -> None:
+    if len(missing) > 1 and message.startswith("is "):
+        message = "are " + message.removeprefix("is ")
+    if missing:
+        raise PufferfishInputError(", ".join(missing), message)
 
 
 def known(

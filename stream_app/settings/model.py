@@ -11,13 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -27,11 +21,14 @@ from pydantic_settings import (
 
 from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
+from stream_app.settings import broker_url
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
+    "max_held_reports": "removed: a bound shared by every user let one user's held reports "
+    "decide whether another's count; max_held_reports_per_user bounds them (docs/operations.md)",
 }
 
 # what an empty list of each says (one validator checks both)
@@ -98,11 +95,9 @@ class Settings(BaseSettings):
     # replays are recognised by input offset: docs/design.md, "Per-user order").
     dedup_window: int = Field(default=64, ge=1, le=100_000)
     # A report of a user who has not joined is held in the user's state this long (the worker's
-    # clock), applied when the join arrives, then dead-lettered not_present
-    # (stream_app/domain/hold.py).
+    # clock), applied at the join, else dead-lettered not_present (stream_app/domain/hold.py).
     join_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
     max_held_reports_per_user: int = Field(default=64, ge=0, le=100_000)
-    max_held_reports: int = Field(default=100_000, ge=0, le=100_000_000)
     grid_log2: int = Field(default=-10, ge=-60, le=60)
 
     # --- serving --------------------------------------------------------------------------
@@ -113,10 +108,15 @@ class Settings(BaseSettings):
     data_dir: Path = Path("pufferfish-data")
     store: str = "memory://"
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
+    # a dead letter's raw: null, or the record's first 256 bytes (values!) to re-send (privacy.md)
+    deadletter_include_raw: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
     # batch, so the reader also waits for this much quiet before trusting the end).
     journal_quiet_seconds: float = Field(default=1.0, gt=0, le=60)
+    # SIGTERM/SIGINT, or a write not acknowledged: the process ends within this many seconds,
+    # even when the stop waits on a broker that is gone (faust_adapter/stop_deadline.py).
+    shutdown_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
 
     # --- broker-compat knobs (tansu: producer_max_batch_size=1, timeouts 6/6/1) -------------
     producer_max_batch_size: int = Field(default=16384, ge=1)
@@ -219,10 +219,7 @@ class Settings(BaseSettings):
     @field_validator("broker")
     @classmethod
     def _broker_url(cls, v: str) -> str:
-        hosts = v.split("://", 1)[1] if "://" in v else v
-        if not hosts or any(":" not in h for h in hosts.split(",")):
-            raise ValueError("must look like kafka://host:port[,host:port]")
-        return v
+        return broker_url.checked(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -247,4 +244,4 @@ class Settings(BaseSettings):
     @property
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
-        return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
+        return broker_url.bootstrap(self.broker)
