@@ -166,7 +166,7 @@ class Releaser:
             tick = self.next_tick()
         elif tick < self.next_tick():
             return None  # published already (another owner) or settled: nothing to do
-        self.ledger.roll(self.ticks.due(tick))  # the tick's window is that of its due time
+        self.ledger.roll(self.ticks.due_exact(tick))  # the tick's window: its due time's
         if self.ledger.exhausted:
             self.ticks.settle(tick)
             return None
