@@ -8,21 +8,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from stream_app.domain.clock_fields import CLOCK_TS, FAILURE, ROUND_TICK, ROUNDS, TICK, WINDOW
 from stream_app.domain.wire import Wire
-
-_CLOCK_TS = "When the worker published it: seconds since the Unix epoch (its own clock)."
-_WINDOW = (
-    "Privacy window of the charge, floor(tick x release_period_seconds / "
-    "budget_window_seconds), the window of the tick's due time: the budget renews each window. "
-    "Null (or absent, in older records) when budget_window_seconds is not set."
-)
-_ROUNDS = ("R: the learning rounds whose radii the guarantee relies on so far, in the horizon "
-           "of pufferfish plan (without windows: every round; with windows: this window's, "
-           "plus 1 for the round in force when it opened); 0 with declared priors.")
-_TICK = ("The public clock's tick: due at tick x release_period_seconds seconds since the Unix "
-         "epoch. One release per tick while the budget lasts (a late tick is published late, "
-         "never dropped); a missing number is a tick due while no worker ran (an outage). Null "
-         "in records older than this field.")
 
 
 class Release(Wire):
@@ -30,7 +17,7 @@ class Release(Wire):
 
     seq: int = Field(ge=1, description="Release number: 1, 2, ... in publication order, never "
                      "reused (the journal's order, across restarts).")
-    ts: float = Field(description=_CLOCK_TS)
+    ts: float = Field(description=CLOCK_TS)
     noisy_sum: float = Field(
         description="The sum of the present users' newest reported values plus discrete "
         "Laplace noise of scale theta on the 2^grid_log2 grid.")
@@ -60,13 +47,10 @@ class Release(Wire):
         default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
         "spread / theta); with mechanism tree, the window's whole charge on its first release "
         "and 0 after (0 in records older than this field).")
-    window: int | None = Field(default=None, description=_WINDOW)
-    tick: int | None = Field(default=None, ge=0, description=_TICK)
-    learning_rounds: int = Field(default=0, ge=0, description=_ROUNDS)
-    failure_probability: float = Field(
-        default=0.0, ge=0, le=1, description="Cumulative failure probability so far: min(1, "
-        "groups x learning_rounds x prior_confidence_beta), the probability that a learned "
-        "radius misses its true law (0 with declared priors, and in older records).")
+    window: int | None = Field(default=None, description=WINDOW)
+    tick: int | None = Field(default=None, ge=0, description=TICK)
+    learning_rounds: int = Field(default=0, ge=0, description=ROUNDS)
+    failure_probability: float = Field(default=0.0, ge=0, le=1, description=FAILURE)
     mechanism: Literal["independent", "tree"] = Field(
         default="independent", description="release_mechanism: independent (each release "
         "noised and charged on its own) or tree (one tree of noisy nodes per privacy window: "
@@ -92,7 +76,7 @@ class PriorsRecord(Wire):
 
     seq: int = Field(ge=1, description="Learning round number: 1, 2, ...; one record per "
                      "configured group per round, all with the round's seq.")
-    ts: float = Field(description=_CLOCK_TS)
+    ts: float = Field(description=CLOCK_TS)
     group: str = Field(description="The configured group whose law this is.")
     support: list[float] = Field(
         description="The values of the law, sorted, within the configured domain.")
@@ -109,8 +93,7 @@ class PriorsRecord(Wire):
         default="learned", description="learned: a new law; low_mass (noisy mass below "
         "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
         "radius are kept.")
-    window: int | None = Field(default=None, description=_WINDOW)
-    tick: int | None = Field(default=None, ge=0, description="The public clock's tick whose "
-                             "round this is (core.plan.learning_due); null in older records.")
+    window: int | None = Field(default=None, description=WINDOW)
+    tick: int | None = Field(default=None, ge=0, description=ROUND_TICK)
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 from core.budget import Accountant, BudgetExhausted
+from core.clock import window_at
 from core.distribution import Distribution
 from stream_app.domain.models import PriorsRecord, Release
 from stream_app.metrics import Metrics
@@ -43,10 +44,11 @@ class Ledger:
         # the books before the latest charge, until its intent is written (undone if it is not)
         self._before: tuple[Accountant, int, int, int] | None = None
 
-    def window_of(self, now: float) -> int | None:
-        """floor(now / budget_window_seconds) on the public clock; None without windows."""
+    def window_of(self, now: float | Fraction) -> int | None:
+        """floor(now / budget_window_seconds) on the public clock, exactly (``now``: a tick's
+        exact due time, core.clock.tick_due_exact); None without windows."""
         size = self.settings.budget_window_seconds
-        return None if size is None else math.floor(now / size)
+        return None if size is None else window_at(now, size)
 
     def rounds_in_horizon(self) -> int:
         """R of the failure bound G·R·β so far, in the horizon of ``pufferfish plan``: every
@@ -56,14 +58,14 @@ class Ledger:
             return self.last_priors_seq
         return self.window_rounds + (1 if self.last_priors_seq > self.window_rounds else 0)
 
-    def roll(self, now: float) -> None:
+    def roll(self, now: float | Fraction) -> None:
         """A new privacy window renews the budget (never an earlier one: clocks may step back).
         ``now``: the due time of the tick being published (its window is the tick's)."""
         window = self.window_of(now)
         size = self.settings.budget_window_seconds
         if window is None or size is None:
             return
-        self.metrics.budget_window_remaining_seconds.set((window + 1) * size - now)
+        self.metrics.budget_window_remaining_seconds.set(float((window + 1) * size - now))
         if self.window is not None and window <= self.window:
             return
         self.window, self.accountant = window, Accountant(self.settings.budget_total)
@@ -80,7 +82,7 @@ class Ledger:
         priors: Sequence[PriorsRecord],
         initial: Mapping[str, Distribution],
         initial_radii: Mapping[str, float],
-        now: float,
+        now: float | Fraction,
     ) -> Restored:
         """Adopt the max over the journals, the local file and what is known (stream_app.release
         .restore); the laws in force are returned for the releaser."""

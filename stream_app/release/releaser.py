@@ -95,7 +95,6 @@ class Releaser:
         self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
         return plan
 
-    # --- journals ----------------------------------------------------------------------------
     async def _sync(self, tick: int | None) -> None:
         generation = self.pause.generation
         releases, priors = await self.journals.read_all()
@@ -174,7 +173,7 @@ class Releaser:
             tick = self.next_tick()
         elif tick < self.next_tick():
             return None  # published already (another owner) or settled: nothing to do
-        self.ledger.roll(self.ticks.due(tick))  # the tick's window is that of its due time
+        self.ledger.roll(self.ticks.due_exact(tick))  # the tick's window: its due time's
         if self.ledger.exhausted:
             self.ticks.settle(tick)
             return None

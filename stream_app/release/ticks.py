@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from fractions import Fraction
 
-from core.clock import latest_tick, tick_due
+from core.clock import latest_tick, tick_due, tick_due_exact
 from core.plan import learning_due, radius_failure_bound
 from stream_app.domain.models import Release
 from stream_app.metrics import Metrics
@@ -33,16 +34,20 @@ class TickCursor:
     def due(self, tick: int) -> float:
         return tick_due(tick, self.settings.release_period_seconds)
 
+    def due_exact(self, tick: int) -> Fraction:
+        """The due time windows are read from (core.clock: exact, as core.schedule)."""
+        return tick_due_exact(tick, self.settings.release_period_seconds)
+
     def next(self) -> int:
         return max(self.cursor, self.ledger.last_tick + 1)
 
-    def restore_due(self, releases: Sequence[Release], tick: int | None) -> float:
+    def restore_due(self, releases: Sequence[Release], tick: int | None) -> Fraction:
         """The due time whose window a restore from these journal records is for: that of the
         tick published next (the journals hold nothing of a later window, since their newest
         tick is before it), never that of this worker's start or of a tick published already.
         """
         newest = max((r.tick for r in releases if r.tick is not None), default=-1)
-        return self.due(max(self.next(), newest + 1, -1 if tick is None else tick))
+        return self.due_exact(max(self.next(), newest + 1, -1 if tick is None else tick))
 
     def settle(self, tick: int) -> None:
         """Tick ``tick`` is done: published, or skipped for good."""

@@ -8,6 +8,7 @@ import pytest
 
 from core.clock import latest_tick, tick_due, window_of_tick
 from core.errors import PufferfishInputError
+from core.schedule import window_ticks
 
 
 def test_tick_k_is_due_at_k_periods_since_the_epoch() -> None:
@@ -26,10 +27,11 @@ def test_latest_tick_is_the_last_tick_due_at_or_before_now(period: float) -> Non
         assert abs(k - int(exact)) <= 1
 
 
-def test_latest_tick_on_a_due_time_is_that_tick() -> None:
+def test_latest_tick_just_after_a_due_time_is_that_tick() -> None:
     for k in (1, 10, 17_643_000_001):
-        assert latest_tick(tick_due(k, 0.1), 0.1) == k
+        assert latest_tick(tick_due(k, 0.1) + 1e-6, 0.1) == k
         assert latest_tick(tick_due(k, 0.1) - 1e-3, 0.1) == k - 1
+    assert latest_tick(3.0, 0.1) == 30  # exactly on a due time (0.1 is 1/10, not its float)
 
 
 def test_the_window_of_a_tick_is_the_window_of_its_due_time() -> None:
@@ -44,3 +46,16 @@ def test_a_period_that_is_not_a_positive_number_is_refused(bad: float) -> None:
         tick_due(1, bad)
     with pytest.raises(PufferfishInputError, match="release_period_seconds"):
         latest_tick(10.0, bad)
+
+
+@pytest.mark.parametrize(("period", "window"), [(0.7, 100.3), (0.1, 60.0), (2.0, 600.0),
+                                                 (1 / 3, 7.0)])
+def test_windows_agree_with_the_plan_s_window_ticks(period: float, window: float) -> None:
+    """A worker's window of tick k is the plan's (core.schedule.window_ticks), also on the
+    boundaries: both read the settings' exact decimals."""
+    for j in (0, 1, 17, 17_643_001, 29_930_457):
+        first, last = window_ticks(j, period, window)
+        assert window_of_tick(first, period, window) == j
+        assert window_of_tick(last, period, window) == j
+        assert window_of_tick(first - 1, period, window) == j - 1
+        assert window_of_tick(last + 1, period, window) == j + 1

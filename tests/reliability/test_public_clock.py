@@ -169,6 +169,7 @@ def test_rolling_restarts_and_rebalances_keep_one_release_and_the_due_rounds_per
     assert len(due) >= 8
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_release_lag_is_the_worker_s_and_silence_adds_nothing(
     broker: EmbeddedBroker, tmp_path: Path
