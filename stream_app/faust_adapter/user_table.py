@@ -4,21 +4,54 @@ load/save work on the Faust table's store directly, without Faust's per-write bo
 also queues the user's changelog record (sent by the input agent before the batch is acked). A
 RocksDB store picks its partition database from Faust's current event, a context variable: it
 is set to the record's event.
+
+RocksDB (``store = "rocksdb://"``) outlives the process, so it must never be ahead of the
+changelog: a state the broker did not acknowledge would survive a crash while its record is
+lost, and the replayed input would find it already applied. Its writes wait in ``unacked``
+(what ``load`` reads first) until the broker acknowledged their changelog records
+(``acknowledged``). The memory store dies with the process: written at once.
+
+Partition aggregates are rebuilt after a restart or a rebalance (docs/design.md, "Aggregates
+after a restart"): ``ensure`` builds the missing ones in slices of ``REBUILD_SLICE`` users that
+yield to the event loop, so timers and commits keep their time; RocksDB reads only the missing
+partitions' databases, the memory store reads its users once for every missing partition.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 import weakref
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
 from faust.stores.memory import Store as MemoryTableStore
+from faust.stores.rocksdb import Store as RocksDBTableStore
 from faust.streams import _current_event
 
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.draft import Stored
-from stream_app.domain.state import UserState
+from stream_app.domain.rebuild import AggregateBuilder
 
 Write = tuple[str, bytes, int]  # (user_id, stored value, input partition)
+Row = tuple[str, Stored]
+
+REBUILD_SLICE = 2000  # users decoded between two yields to the event loop (~10 ms)
+
+log = logging.getLogger(__name__)
+
+
+class _At:
+    """The current event as a RocksDB store reads it: the partition to write to."""
+
+    class _Message:
+        def __init__(self, partition: int) -> None:
+            self.partition = partition
+
+    def __init__(self, partition: int) -> None:
+        self.message = self._Message(partition)
 
 
 class UserTable:
@@ -26,27 +59,147 @@ class UserTable:
         self.users = users  # the Faust table (values: the stored bytes of UserState)
         self.aggregates: dict[int, PartitionAggregate] = {}
         self._writes: list[Write] = []
+        # RocksDB: the writes whose changelog records are not acknowledged yet (user -> (value,
+        # partition)); the newest value of each user
+        self.unacked: dict[str, tuple[bytes, int]] = {}
+        self._rebuilding: asyncio.Future[None] | None = None
+        self._task: asyncio.Future[None] | None = None  # begin()'s (kept: not collected)
+        self._generation = 0  # moves on each invalidate: a rebuild begun before is dropped
+        self._at: dict[int, _At] = {}  # the current event per partition for acknowledged()
+
+    @property
+    def persistent(self) -> bool:
+        return isinstance(self.users.data, RocksDBTableStore)
 
     def _set_event(self, event: Any) -> None:
         if not isinstance(self.users.data, MemoryTableStore):
-            _current_event.set(weakref.ref(event))
+            _current_event.set(weakref.ref(event) if event is not None else None)
 
     def load(self, user_id: str, event: Any) -> Stored | None:
+        pending = self.unacked.get(user_id)
+        if pending is not None:
+            return pending[0]
         self._set_event(event)
         return self.users.data.get(user_id)  # type: ignore[no-any-return]
 
     def save(self, user_id: str, value: bytes, event: Any) -> None:
-        self._set_event(event)
-        self.users.data[user_id] = value
-        self._writes.append((user_id, value, event.message.partition))
+        partition = event.message.partition
+        if self.persistent:
+            self.unacked[user_id] = (value, partition)
+        else:
+            self._set_event(event)
+            self.users.data[user_id] = value
+        self._writes.append((user_id, value, partition))
 
+    def acknowledged(self, values: dict[tuple[str, int], bytes]) -> None:
+        """The broker acknowledged these changelog records (user, partition) -> value: a
+        persistent store writes them now (a newer unacknowledged value stays pending)."""
+        if not self.persistent:
+            return
+        store, unacked = self.users.data, self.unacked
+        token = _current_event.get(None)
+        try:
+            for (user_id, partition), value in values.items():
+                at = self._at.get(partition) or self._at.setdefault(partition, _At(partition))
+                _current_event.set(weakref.ref(at))  # type: ignore[arg-type]
+                store[user_id] = value
+                pending = unacked.get(user_id)
+                if pending is not None and pending[0] is value:
+                    del unacked[user_id]
+        finally:
+            _current_event.set(token)
+
+    # --- aggregates ------------------------------------------------------------------------
     def aggregate(self, partition: int, event: Any = None) -> PartitionAggregate:
         agg = self.aggregates.get(partition)
-        if agg is None:
-            users = [(k, UserState.from_stored(v)) for k, v in self.users.data.items()
-                     if v is not None]
-            agg = self.aggregates[partition] = PartitionAggregate.rebuild(partition, users)
+        if agg is None:  # not ensured first (tests, tools): built here, without yielding
+            for _ in self._rebuild([partition]):
+                pass
+            agg = self.aggregates[partition]
         return agg
+
+    def invalidate(self) -> None:
+        """Drop every aggregate (a rebalance: the store changes under them); a rebuild in
+        progress is abandoned."""
+        self.aggregates.clear()
+        self._generation += 1
+
+    async def ensure(self, partitions: Iterable[int]) -> None:
+        """Build the aggregates of `partitions` that are missing, yielding to the event loop
+        between slices; callers that need the same ones wait for the same rebuild."""
+        wanted = sorted(set(partitions))
+        while missing := [p for p in wanted if p not in self.aggregates]:
+            if self._rebuilding is None or self._rebuilding.done():
+                self._rebuilding = asyncio.ensure_future(self._rebuild_async(missing))
+            await asyncio.shield(self._rebuilding)
+
+    def begin(self, partitions: Iterable[int]) -> list[int]:
+        """Of `partitions`, those whose aggregate is built; a rebuild of the others is started
+        in the background (a timer does not wait for it)."""
+        wanted = sorted(set(partitions))
+        built = [p for p in wanted if p in self.aggregates]
+        if len(built) < len(wanted):
+            self._task = asyncio.ensure_future(self.ensure(wanted))
+        return built
+
+    async def _rebuild_async(self, partitions: list[int]) -> None:
+        for _ in self._rebuild(partitions):
+            await asyncio.sleep(0)
+
+    def _rebuild(self, partitions: list[int]) -> Iterator[None]:
+        """Build the aggregates of `partitions`, yielding after each slice."""
+        generation, started = self._generation, time.monotonic()
+        builder = AggregateBuilder(partitions)
+        rows = 0
+        for chunk in self._slices(self._rows(partitions)):
+            builder.add(chunk)
+            rows += len(chunk)
+            yield
+            if generation != self._generation:
+                return  # a rebalance: built again for the new assignment
+        for p, agg in builder.built().items():
+            self.aggregates.setdefault(p, agg)
+        log.info("rebuilt the aggregates of partitions %s from %d stored users in %.2f s",
+                 partitions, rows, time.monotonic() - started)
+
+    @staticmethod
+    def _slices(rows: Iterable[Row]) -> Iterator[list[Row]]:
+        chunk: list[Row] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= REBUILD_SLICE:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    def _rows(self, partitions: list[int]) -> Iterator[Row]:
+        """The stored users to build `partitions` from, as they are now (the unacknowledged
+        writes over the store): a snapshot taken before the first row is returned."""
+        store = self.users.data
+        if isinstance(store, RocksDBTableStore):
+            return self._rocksdb_rows(store, partitions)
+        data = store.data if isinstance(store, MemoryTableStore) else store
+        keys, values = list(data), list(data.values())  # one snapshot (no await between)
+        return iter(zip(keys, values, strict=True))
+
+    def _rocksdb_rows(self, store: RocksDBTableStore, partitions: list[int]) -> Iterator[Row]:
+        # iterators of each partition's database (RocksDB iterators read a snapshot) and the
+        # pending writes, taken together
+        pending = {orjson.dumps(u): (u, v) for u, (v, p) in self.unacked.items()
+                   if p in partitions}
+        items = [store._visible_items(store._db_for_partition(p)) for p in partitions]
+        return self._merged(items, pending)
+
+    @staticmethod
+    def _merged(items: list[Iterator[tuple[bytes, bytes]]],
+                pending: dict[bytes, tuple[str, bytes]]) -> Iterator[Row]:
+        for it in items:
+            for key, value in it:
+                if key in pending:
+                    continue
+                yield orjson.loads(key), value
+        yield from pending.values()
 
     def held_total(self) -> int:
         return sum(agg.held_count for agg in self.aggregates.values())

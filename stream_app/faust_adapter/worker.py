@@ -27,6 +27,8 @@ awaited together, before the batch is acked.
 from __future__ import annotations
 
 import logging
+import socket
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -55,6 +57,15 @@ def partials_interval(settings: Settings) -> float:
     return min(0.1, settings.release_period_seconds / 10)
 
 
+def table_dir(settings: Settings) -> Path:
+    """Where a RocksDB store keeps the tables: one directory per host under data_dir, so that
+    replicas sharing a volume (docker-compose.yml) never open each other's databases; a
+    StatefulSet pod keeps its name, hence its directory, across restarts."""
+    path = settings.data_dir / "tables" / socket.gethostname()
+    path.mkdir(parents=True, exist_ok=True)  # (Faust makes only its last part)
+    return path
+
+
 def held_sweep_interval(settings: Settings) -> float:
     """How often held reports are checked for an expired grace (a few times per grace)."""
     return min(5.0, max(0.2, settings.join_grace_seconds / 4))
@@ -74,7 +85,8 @@ class PufferfishApp:
         )
         self.app = app = new_app(
             s, s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
-            datadir=str(s.data_dir), web_enabled=s.web_port is not None, web_bind=s.web_host,
+            datadir=str(s.data_dir), tabledir=str(table_dir(s)),
+            web_enabled=s.web_port is not None, web_bind=s.web_host,
             web_port=s.web_port or 6066, web_host=s.web_host, **app_options(s),
         )
         raw: dict[str, Any] = dict(
@@ -137,8 +149,11 @@ class PufferfishApp:
     def aggregates(self) -> dict[int, PartitionAggregate]:
         return self.table.aggregates
 
+    def _input_partitions(self) -> list[int]:
+        return [tp.partition for tp in self._assigned() if tp.topic == self.settings.topic_reports]
+
     async def _on_rebalance(self, app: Any, tps: set[TP], **kwargs: Any) -> None:
-        self.aggregates.clear()
+        self.table.invalidate()
         self.releaser.invalidate()
 
     async def _on_shutdown(self, app: Any, **kwargs: Any) -> None:
@@ -146,27 +161,23 @@ class PufferfishApp:
 
     async def _expire_held(self) -> None:
         if self._ready():
-            self.input.expire_held(sorted(
-                tp.partition for tp in self._assigned()
-                if tp.topic == self.settings.topic_reports))
+            self.input.expire_held(self.table.begin(self._input_partitions()))
 
     # --- partials and ticks ---------------------------------------------------------------
     async def _publish_partials(self) -> None:
         if not self._ready():
             return
-        for tp in sorted(self._assigned()):
-            if tp.topic != self.settings.topic_reports:
+        for partition in self.table.begin(self._input_partitions()):
+            agg = self.aggregates.get(partition)  # (gone if a rebalance came meanwhile)
+            if agg is None or not agg.dirty:
                 continue
             try:
-                agg = self.table.aggregate(tp.partition)
-                if not agg.dirty:
-                    continue
                 sum_units, group_units, newest_ts = agg.snapshot()
-                partial = Partial(partition=tp.partition, sum_units=sum_units,
+                partial = Partial(partition=partition, sum_units=sum_units,
                                   group_units=group_units, newest_ts=newest_ts)
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001
-                self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
+                agg.dirty = True  # sent again next tick
                 self.metrics.broker_errors.inc()
                 log.error("partial not sent (%s)", type(exc).__name__)
 
