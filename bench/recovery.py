@@ -54,7 +54,7 @@ SETTINGS: dict[str, Any] = {
 TANSU_EXACT = {"producer_max_batch_size": "1", "producer_linger_seconds": "0"}
 HEADERS = ("broker", "store", "users", "load s", "load users/s", "RSS B/user loaded",
            "RSS B/user restored", "disk B/user", "restart -> /metrics s",
-           "-> report counted s", "-> next release s", "worst timer lateness s")
+           "-> report counted s", "-> next release s", "worst timer lateness s", "timer")
 ROWS_MARK = re.compile(r"<!-- rows: (.*?) -->", re.DOTALL)
 
 
@@ -138,17 +138,21 @@ def wait(what: str, check: Callable[[], bool], worker: Worker, timeout: float,
     return time.monotonic() - t0
 
 
-LATE = re.compile(r"woke up too late, with a drift of \+([0-9.]+)")
-OVERLAP = re.compile(r"is overlapping \(interval=([0-9.]+) runtime=([0-9.]+)\)")
+LATE = re.compile(r"Timer (\S+) woke up too late, with a drift of \+([0-9.]+)")
+OVERLAP = re.compile(r"Timer (\S+) is overlapping \(interval=([0-9.]+) runtime=([0-9.]+)\)")
 
 
-def worst_lateness(log: str) -> float:
-    worst = 0.0
+def worst_lateness(log: str) -> tuple[float, str]:
+    """The worst lateness logged and the timer it was of ("" when none was logged)."""
+    worst, which = 0.0, ""
     for m in LATE.finditer(log):
-        worst = max(worst, float(m.group(1)))
+        if float(m.group(2)) > worst:
+            worst, which = float(m.group(2)), m.group(1)
     for m in OVERLAP.finditer(log):
-        worst = max(worst, float(m.group(2)) - float(m.group(1)))
-    return worst
+        late = float(m.group(3)) - float(m.group(2))
+        if late > worst:
+            worst, which = late, m.group(1)
+    return worst, which
 
 
 def measure(kind: str, store: str, n: int, timeout: float) -> list[object]:
@@ -198,9 +202,9 @@ def measure(kind: str, store: str, n: int, timeout: float) -> list[object]:
         restored = rss_bytes(w.proc.pid)
         with open(w.log_path, "rb") as f:
             f.seek(log_at)
-            lateness = worst_lateness(f.read().decode(errors="replace"))
+            lateness, timer = worst_lateness(f.read().decode(errors="replace"))
         return [kind, store, n, load, n / load, (loaded - empty) / n, (restored - empty) / n,
-                disk / n, to_metrics, counted, released, lateness]
+                disk / n, to_metrics, counted, released, lateness, timer or "-"]
     finally:
         if worker is not None:
             worker.stop(timeout=60)
@@ -221,6 +225,7 @@ def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
         m = ROWS_MARK.search(path.read_text(encoding="utf-8"))
         if m:
             old = json.loads(m.group(1))
+    old = [r + ["n/a"] * (len(HEADERS) - len(r)) for r in old]  # (a column added since)
     keyed = {tuple(r[:3]): r for r in old}
     keyed.update({tuple(r[:3]): r for r in rows})
     order = {"noida": 0, "tansu": 1}
@@ -238,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="largest N on tansu (one-record changelog batches)")
     p.add_argument("--timeout", type=float, default=900.0, help="bound of each wait, s")
     args = p.parse_args(list(argv) if argv is not None else None)
-    sizes = [2000] if args.quick else [int(u) for u in args.users]
+    sizes = [500] if args.quick else [int(u) for u in args.users]
     load_before = loadavg()
     rows = []
     for kind in args.brokers:

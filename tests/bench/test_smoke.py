@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as dispatcher
-from bench import composition, latency, memory, recalibration, robust, throughput, utility
+from bench import (
+    composition,
+    latency,
+    memory,
+    recalibration,
+    recovery,
+    robust,
+    throughput,
+    utility,
+)
 
 
 def run(module: object, tmp_path: Path, *extra: str) -> str:
@@ -21,7 +30,7 @@ def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
     assert listed == {
         "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust",
-        "composition",
+        "composition", "recovery",
     }
 
 
@@ -102,3 +111,12 @@ def test_throughput_quick(tmp_path: Path) -> None:
 def test_latency_quick(tmp_path: Path) -> None:
     text = run(latency, tmp_path)
     assert "| light |" in text and "| saturating |" in text
+
+
+@pytest.mark.slow
+def test_recovery_quick(tmp_path: Path) -> None:
+    text = run(recovery, tmp_path, "--brokers", "tansu", "--stores", "rocksdb")
+    assert "<!-- bench:recovery start -->" in text
+    row = next(line for line in text.splitlines() if line.startswith("| tansu | rocksdb | 500 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert all(c != "n/a" for c in cells[:11]), row  # every wait ended, disk measured
