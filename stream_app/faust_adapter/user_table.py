@@ -64,6 +64,7 @@ class UserTable:
         self.unacked: dict[str, tuple[bytes, int]] = {}
         self._rebuilding: asyncio.Future[None] | None = None
         self._task: asyncio.Future[None] | None = None  # begin()'s (kept: not collected)
+        self._built = asyncio.Event()  # set (then replaced) each time aggregates are built
         self._generation = 0  # moves on each invalidate: a rebuild begun before is dropped
         self._at: dict[int, _At] = {}  # the current event per partition for acknowledged()
 
@@ -126,19 +127,27 @@ class UserTable:
 
     async def ensure(self, partitions: Iterable[int]) -> None:
         """Build the aggregates of `partitions` that are missing, yielding to the event loop
-        between slices; callers that need the same ones wait for the same rebuild."""
+        between slices; callers wait for the same rebuild, each until its own partitions are
+        built (RocksDB builds one partition after the other)."""
         wanted = sorted(set(partitions))
         while missing := [p for p in wanted if p not in self.aggregates]:
             if self._rebuilding is None or self._rebuilding.done():
                 self._rebuilding = asyncio.ensure_future(self._rebuild_async(missing))
-            await asyncio.shield(self._rebuilding)
+            rebuilding = self._rebuilding
+            progress = asyncio.ensure_future(self._built.wait())
+            try:  # (not cancelled with the caller: asyncio.wait leaves both running)
+                await asyncio.wait((rebuilding, progress), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                progress.cancel()
+            if rebuilding.done():
+                rebuilding.result()  # its error, if it failed
 
     def begin(self, partitions: Iterable[int]) -> list[int]:
         """Of `partitions`, those whose aggregate is built; a rebuild of the others is started
         in the background (a timer does not wait for it)."""
         wanted = sorted(set(partitions))
         built = [p for p in wanted if p in self.aggregates]
-        if len(built) < len(wanted):
+        if len(built) < len(wanted) and (self._task is None or self._task.done()):
             self._task = asyncio.ensure_future(self.ensure(wanted))
         return built
 
@@ -147,20 +156,25 @@ class UserTable:
             await asyncio.sleep(0)
 
     def _rebuild(self, partitions: list[int]) -> Iterator[None]:
-        """Build the aggregates of `partitions`, yielding after each slice."""
-        generation, started = self._generation, time.monotonic()
-        builder = AggregateBuilder(partitions)
-        rows = 0
-        for chunk in self._slices(self._rows(partitions)):
-            builder.add(chunk)
-            rows += len(chunk)
-            yield
-            if generation != self._generation:
-                return  # a rebalance: built again for the new assignment
-        for p, agg in builder.built().items():
-            self.aggregates.setdefault(p, agg)
-        log.info("rebuilt the aggregates of partitions %s from %d stored users in %.2f s",
-                 partitions, rows, time.monotonic() - started)
+        """Build the aggregates of `partitions`, yielding after each slice: RocksDB's one
+        partition database after the other, the memory store's in one pass over its users."""
+        generation = self._generation
+        passes = [[p] for p in partitions] if self.persistent else [partitions]
+        for group in passes:
+            started, rows = time.monotonic(), 0
+            builder = AggregateBuilder(group)
+            for chunk in self._slices(self._rows(group)):
+                builder.add(chunk)
+                rows += len(chunk)
+                yield
+                if generation != self._generation:
+                    return  # a rebalance: built again for the new assignment
+            for p, agg in builder.built().items():
+                self.aggregates.setdefault(p, agg)
+            self._built.set()  # wakes the callers waiting for some of these
+            self._built = asyncio.Event()
+            log.info("rebuilt the aggregates of partitions %s from %d stored users in %.2f s",
+                     group, rows, time.monotonic() - started)
 
     @staticmethod
     def _slices(rows: Iterable[Row]) -> Iterator[list[Row]]:
