@@ -15,7 +15,8 @@ BENCHMARKS: dict[str, str] = {
     "core_rules": "per-call cost of each core calibration rule (K = 4..256)",
     "robust": "6. robust theta / plain theta of learned laws vs group size",
     "composition": "7. pointwise charge vs exact loss of T releases (persistent, i.i.d.)",
-    "recovery": "8. restart at 1e5/1e6 users: to /metrics, a report counted, a release; RSS, disk",
+    "continual": "8. tree mechanism vs independent releases at one window budget (RMSE)",
+    "recovery": "9. restart at 1e5/1e6 users: to /metrics, a report counted, a release; RSS, disk",
 }
 
 

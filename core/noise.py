@@ -155,3 +155,14 @@ def secure_laplace_release(value: float, theta: float, grid_log2: int = -10) -> 
         return float(exact)
     except OverflowError:
         return math.copysign(math.inf, exact)
+
+
+def discrete_laplace_sd(theta: float, grid_log2: int = -10) -> float:
+    """Standard deviation of g*Z, Z discrete Laplace with scale theta/g, g = 2**grid_log2:
+    Pr[Z = z] ∝ q^|z| with q = e^(-g/theta) has variance 2q/(1 - q)^2."""
+    theta = validation.nonnegative(theta, "theta")
+    if theta == 0:
+        return 0.0
+    grid = 2.0 ** validation.grid_log2(grid_log2)
+    q = math.exp(-grid / theta)
+    return grid * math.sqrt(2.0 * q) / -math.expm1(-grid / theta)

@@ -239,6 +239,13 @@ def count(value: object, field: str) -> int:
     return value
 
 
+def at_least(value: object, minimum: int, field: str) -> int:
+    """An integer >= ``minimum`` (bools are refused): a tree's ticks or arity."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PufferfishInputError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
 def bins(value: object, field: str = "k") -> int:
     """A number of histogram bins: an integer >= 1 (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < 1:

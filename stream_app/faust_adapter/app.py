@@ -15,6 +15,7 @@ from stream_app.faust_adapter.consumer import (
     PufferfishTransport,
 )
 from stream_app.faust_adapter.flow import RefetchingFlowControl
+from stream_app.faust_adapter.quiet_stop import QuietAfterStop
 from stream_app.settings import Settings
 
 # Faust consumer/stream buffers (measured +11 % together; docs/design.md, "Throughput").
@@ -49,6 +50,8 @@ class LeanApp(MonitorlessApp):
     (stream_app/faust_adapter/consumer.py) and flow control (stream_app/faust_adapter/flow.py)."""
 
     consumer_tuning: ConsumerTuning | None = None
+    quiet_stop: QuietAfterStop | None = None  # the log filter of a stop on a lost write
+    shutdown_timeout_seconds = 10.0  # the settings' (stop_deadline.py)
 
     def _new_transport(self) -> Any:
         return PufferfishTransport(self.conf.broker_consumer, self)
@@ -74,6 +77,8 @@ def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
     app.consumer_tuning = ConsumerTuning(
         fetch_max_wait_ms=round(s.consumer_fetch_max_wait_seconds * 1000),
     )
+    app.quiet_stop = QuietAfterStop()
+    app.shutdown_timeout_seconds = s.shutdown_timeout_seconds
     return app
 
 

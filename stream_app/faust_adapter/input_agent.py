@@ -22,8 +22,10 @@ import orjson
 from stream_app.domain.batch import DeadLetters
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import dead_letter, to_bytes
+from stream_app.faust_adapter.stop_deadline import exit_after
 from stream_app.faust_adapter.user_table import UserTable
 from stream_app.faust_adapter.write_acks import (
+    EXIT_WRITE_NOT_ACKNOWLEDGED,
     PendingWrites,
     WriteNotAcknowledged,
     first_offsets,
@@ -178,14 +180,21 @@ class InputAgent:
     async def _stop_on_lost_write(self, exc: WriteNotAcknowledged, events: Sequence[Any]
                                   ) -> None:
         """Stop the worker, non-zero (mode's crash: the worker stops, then exits 1; the
-        runner makes it 75). The acked offsets are committed first, while the consumer's
-        thread runs (after the crash its commits are skipped: commit_guard.py); the held-back
-        window is never acked, so the commit ends before it. Waits until the shutdown cancels
-        this task."""
+        runner makes it 75), with one ERROR line (quiet_stop.py) and within
+        shutdown_timeout_seconds (stop_deadline.py). The acked offsets are committed first,
+        while the consumer's thread runs (after the crash its commits are skipped:
+        commit_guard.py); the held-back window is never acked, so the commit ends before it.
+        Waits until the shutdown cancels this task."""
         self.write_failure = exc
         self.metrics.broker_errors.inc()
-        log.error("stopping the worker: %s; the input offsets from %s are not committed and "
-                  "are processed again after a restart", exc, first_offsets(events))
+        line = ("stopping the worker: %s; the input offsets from %s are not committed and are "
+                "processed again after a restart", exc, first_offsets(events))
+        quiet = self.app.quiet_stop  # the one ERROR line of this stop (quiet_stop.py)
+        if quiet is not None:
+            quiet.stopping(log, *line)
+        else:
+            log.error(*line)
+        exit_after(self.settings.shutdown_timeout_seconds, EXIT_WRITE_NOT_ACKNOWLEDGED)
         await self._commit_acked()
         await self.app.crash(exc)
         await asyncio.Event().wait()

@@ -12,13 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -125,6 +119,9 @@ class Settings(BaseSettings):
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
     # batch, so the reader also waits for this much quiet before trusting the end).
     journal_quiet_seconds: float = Field(default=1.0, gt=0, le=60)
+    # SIGTERM/SIGINT, or a write not acknowledged: the process ends within this many seconds,
+    # even when the stop waits on a broker that is gone (faust_adapter/stop_deadline.py).
+    shutdown_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
 
     # --- broker-compat knobs (tansu: producer_max_batch_size=1, timeouts 6/6/1) -------------
     producer_max_batch_size: int = Field(default=16384, ge=1)

@@ -9,6 +9,7 @@ import pytest
 from bench import __main__ as dispatcher
 from bench import (
     composition,
+    continual,
     latency,
     memory,
     recalibration,
@@ -30,7 +31,7 @@ def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
     assert listed == {
         "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust",
-        "composition", "recovery",
+        "composition", "continual", "recovery",
     }
 
 
@@ -86,6 +87,15 @@ def test_composition_quick(tmp_path: Path) -> None:
         in text
     # Bernoulli(0.2) vs (0.9): the persistent loss saturates at log 8 = 2.079, i.i.d. is 10
     assert "| 10 | 10 | 14.477 | 2.079 | 10.000 | 10.000 | 0.144 |" in text
+
+
+def test_continual_quick(tmp_path: Path) -> None:
+    text = run(continual, tmp_path)
+    assert "<!-- bench:continual start -->" in text and "not run (--quick)" in text
+    # spread 16 (value_presence on 1..16); w 0: the base alone, Delta = 16, theta = 16/eps 1;
+    # w 1, T 360, arity 8: levels of 1, 8 and 64 ticks, one move of 16 each: 16 + 3 * 16 = 64
+    assert "| 360 | 0 | 800 | 2 | 16 | 16 |" in text
+    assert "| 360 | 1 | 20 | 8 | 64 | 64 |" in text
 
 
 @pytest.mark.integration

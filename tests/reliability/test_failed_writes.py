@@ -191,6 +191,10 @@ def test_unacknowledged_write_stops_before_the_commit(
         assert code == EXIT_WRITE_NOT_ACKNOWLEDGED, f"exit {code}:\n{hung or failing.tail()}"
         stop_lines = [ln for ln in output.splitlines() if STOP_LINE.format(what=what) in ln]
         assert len(stop_lines) == 1, output[-4000:]
+        # the stop says why in one line: the crash that follows is not logged as news again
+        errors = [ln for ln in output.splitlines() if "[ERROR]" in ln or "[CRITICAL]" in ln]
+        assert errors == stop_lines, output[-4000:]
+        assert "Traceback" not in output, output[-4000:]
         assert VICTIM not in output and "value_units" not in output
 
         restarted = Worker(fresh_ports(env), tmp_path, "restarted").start()

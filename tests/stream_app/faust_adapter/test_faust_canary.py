@@ -1,5 +1,9 @@
 """A canary for Faust, mode and aiokafka upgrades: the source of every upstream function the
-worker overrides, replaces, reimplements or relies on inside is fingerprinted here.
+worker overrides, replaces or reimplements, and of every one the drain loop, the write path and
+the flow control call or rely on, is fingerprinted here. What the adapter's modules reach by
+name is found in their source (upstream_uses.py; test_every_upstream_function_the_adapter_uses_
+is_fingerprinted); test_faust_canary_coverage.py edits each listed function in a copy of its
+module and sees this check fail.
 
 A fingerprint is the sha256 (first 16 hex digits) of the function's source, dedented, without
 blank lines, full-line comments or trailing blanks. A mismatch means upstream changed the
@@ -18,11 +22,13 @@ import hashlib
 import importlib
 import inspect
 import pkgutil
+import re
 import textwrap
 import tomllib
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,6 +36,7 @@ from packaging.requirements import Requirement
 
 import stream_app
 from stream_app.faust_adapter.runner import worker_class
+from tests.stream_app.faust_adapter.upstream_uses import holds_code, upstream_uses
 
 DOC = 'docs/design.md, "After a Faust, mode or aiokafka upgrade"'
 RECORDED_ON = {"faust-streaming": "0.15.3", "mode-streaming": "0.7.1", "aiokafka": "0.14.0"}
@@ -90,6 +97,92 @@ FINGERPRINTS = {
     # stream_app/faust_adapter/runner.py
     "faust.worker:Worker.on_setup_root_logger": "6d848b2186b3e638",
     "mode.worker:Worker._on_sigusr1": "c13e3b60fc373636",
+    "mode.worker:Worker._schedule_shutdown": "9e6afd1d4e5d85a4",
+    "mode.worker:Worker._on_sigterm": "eee4cd89712bebce",
+    "mode.worker:Worker._on_sigint": "a2a84e1644a380a6",
+    "mode.worker:Worker._setup_logging": "7ccb8bce99fd6522",
+    # called by the drain loop (consumer.py, fetch.py): seeks and positions in the client thread
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.seek": "0b5a86023c259460",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.position": "c4327744d68d96d1",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.seek_wait": "3fb6bc768ac9bd17",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._seek_wait": "2f16c19b557c1f85",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.seek_to_committed":
+        "3335d0ac3af169c7",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.assignment": "eba9771a73eb26b9",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.highwater": "1e6e10b8367dd017",
+    "faust.transport.consumer:ThreadDelegateConsumer._seek": "04b0baca2e0c1a26",
+    "faust.transport.consumer:ThreadDelegateConsumer.position": "a6e88abf54d9e211",
+    "faust.transport.consumer:ThreadDelegateConsumer.assignment": "12722060cd653c47",
+    "faust.transport.consumer:ThreadDelegateConsumer.highwater": "bc385a842d00ad65",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.seek": "7c509505f0d29618",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.position": "1de64725ce0f1369",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.highwater": "4dcda7f3c33abf68",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.last_stable_offset": "41a635efa134177b",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.assignment": "7fca53a7cd989968",
+    # the fetch our getmany relies on: the client's getmany, the records' order and messages
+    "faust.transport.consumer:ThreadDelegateConsumer._getmany": "30984c83c56dc171",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.getmany": "574e19518da6e743",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._fetch_records": "390594ddd941b59a",
+    "aiokafka.consumer.fetcher:Fetcher.fetched_records": "2a68fb43d0429f99",
+    "faust.transport.drivers.aiokafka:Consumer._to_message": "77122fdc6b30283b",
+    "faust.transport.utils:DefaultSchedulingStrategy.iterate": "2958a8abeec07cd9",
+    "faust.transport.utils:DefaultSchedulingStrategy.map_from_records": "eaa43cd53b826c43",
+    "faust.transport.utils:DefaultSchedulingStrategy.records_iterator": "24c382de432a8749",
+    "faust.sensors.monitor:Monitor.track_tp_end_offset": "cd8338a4cb015495",
+    "faust.transport.conductor:Conductor._compile_message_handler": "8106e91cd0136634",
+    "faust.transport.conductor:Conductor.acks_enabled_for": "4179761a8c21891d",
+    # acks and commits: what may be committed after a hand-off, a gap or a lost write
+    "faust.transport.consumer:Consumer.__init__": "26a68f154b118301",
+    "faust.transport.consumer:Consumer.ack": "8c9d7f355ca61f50",
+    "faust.transport.consumer:Consumer.track_message": "bd5ed0a7fb599991",
+    "faust.transport.consumer:Consumer._new_offset": "66fff896254f9b84",
+    "faust.transport.consumer:Consumer.force_commit": "2fec4fdd5eddaea3",
+    "faust.transport.consumer:Consumer.maybe_wait_for_commit_to_finish": "60f617aba8341e4f",
+    "faust.transport.consumer:Consumer._commit_tps": "3f541beaeb56ccd7",
+    "faust.transport.consumer:Consumer._filter_committable_offsets": "f05ad041ca05ec99",
+    "faust.transport.consumer:Consumer._filter_tps_with_pending_acks": "7b5e9b3c9f1b8056",
+    "faust.transport.consumer:Consumer._should_commit": "f364ecf8620dfc7c",
+    "faust.transport.consumer:Consumer._handle_attached": "a234e0d217842fdb",
+    "faust.transport.consumer:Consumer._commit_offsets": "469ed514dff09b09",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.commit": "ce933577f4596de0",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._commit": "3659c476fd1863d2",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.commit": "18907618ba3ac434",
+    "faust.transport.consumer:Consumer.wait_empty": "1bfa55135e0a41f4",
+    "faust.transport.consumer:Consumer.on_stop": "7aaae78b4bf22569",
+    "faust.transport.consumer:Consumer.commit_and_end_transactions": "4f0a9fbf2e5d982f",
+    "faust.events:Event.ack": "dcbf6539ec783d88",
+    "faust.types.tuples:Message.ack": "68566d10c1aa8e21",
+    "faust.types.tuples:Message.incref": "50ae4a1bb8e28c91",
+    "faust.types.tuples:Message.decref": "b31b94b4ab4b853a",
+    "faust.types.tuples:ConsumerMessage.on_final_ack": "0a0f3b85deaa4353",
+    # flow control: which partitions are fetched, when the flow is stopped and resumed
+    "faust.transport.consumer:Consumer._get_active_partitions": "6b98b2ea23ded9c4",
+    "faust.transport.consumer:Consumer.pause_partitions": "d0f9e0e6afbab671",
+    "faust.transport.consumer:Consumer.resume_partitions": "91deaa77fada87bb",
+    "faust.transport.consumer:Consumer.resume_flow": "e6395592abce8549",
+    "mode.utils.queues:FlowControlEvent.suspend": "852da0ad3346160c",
+    "mode.utils.queues:FlowControlEvent.is_active": "0c26224edcfc7401",
+    "mode.utils.queues:FlowControlEvent.manage_queue": "7fd18963c726eb06",
+    # the write path (input_agent.py, user_table.py): sends whose futures are the broker's acks
+    "faust.transport.drivers.aiokafka:Producer.send": "e87f08d4e6c7711b",
+    "aiokafka.producer.producer:AIOKafkaProducer.send": "c46ed7b048deb6b2",
+    "faust.topics:Topic.send": "322e731e35b6e241",
+    "faust.topics:Topic.publish_message": "c6f54438c50a2ed2",
+    "faust.channels:Channel._send_now": "49f3b3565fd7a23d",
+    "faust.topics:Topic.get_topic_name": "672604921e027525",
+    "faust.tables.base:Collection.changelog_topic": "ccfd7a9eb7699512",
+    "faust.tables.base:Collection.data": "f528007488bebde5",
+    "faust.stores.rocksdb:Store.set_persisted_offset": "d01671f77ff8fd04",
+    # the app and service attributes the adapter reads
+    "faust.app.base:App.producer": "36b6dde172b0821a",
+    "faust.app.base:App.consumer": "e222b180c92648d1",
+    "faust.app.base:App.topics": "9d22abb79669271b",
+    "faust.app.base:App.monitor": "774e96d72668591d",
+    "faust.app.base:App.conf": "8185b1972a7e3da2",
+    "mode.services:Service.should_stop": "25a32eca61bf5435",
+    "mode.services:Service.sleep": "1b4a459fc96bc2ae",
+    "mode.services:Service.beacon": "616ea07648e44d14",
+    "mode.services:ServiceBase.loop": "47d71a4a3e754382",
 }
 
 # shadowed attributes whose upstream value is not a function: what is fingerprinted instead
@@ -113,10 +206,11 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(normalised_source(obj).encode()).hexdigest()[:16]
 
 
-def resolve(name: str) -> Any:
-    """The function (or class) `module:Qualname.attr` names, as defined, unbound."""
+def resolve(name: str, module: ModuleType | None = None) -> Any:
+    """The function (or class) `module:Qualname.attr` names, as defined, unbound (looked up in
+    `module` instead of the installed one when given: an edited copy)."""
     module_name, _, qualname = name.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    obj: Any = module if module is not None else importlib.import_module(module_name)
     for part in qualname.split("."):
         obj = obj.__dict__[part] if isinstance(obj, type) else getattr(obj, part)
     for inner in ("fget", "__func__", "_cached_property__get"):  # property, classmethod, mode's
@@ -126,7 +220,13 @@ def resolve(name: str) -> Any:
 
 @pytest.mark.parametrize("name", sorted(FINGERPRINTS))
 def test_upstream_source_is_the_one_we_checked(name: str) -> None:
-    got = fingerprint(resolve(name))
+    check_fingerprint(name)
+
+
+def check_fingerprint(name: str, module: ModuleType | None = None) -> None:
+    """The canary's check of one function (in `module` when given: see
+    test_faust_canary_coverage.py)."""
+    got = fingerprint(resolve(name, module))
     installed = {dist: version(dist) for dist in RECORDED_ON}
     assert got == FINGERPRINTS[name], (
         f"{name} changed upstream (fingerprint {got}, recorded {FINGERPRINTS[name]} on "
@@ -216,3 +316,44 @@ def test_pins_admit_the_versions_fingerprinted() -> None:
     for dist, recorded in RECORDED_ON.items():
         assert dist in pins and recorded in pins[dist], (dist, recorded, pins.get(dist))
         assert pins[dist].contains(version(dist)), (dist, version(dist), pins[dist])
+
+
+# upstream code the adapter reaches (upstream_uses.py) that has no fingerprint, and why
+NOT_FINGERPRINTED = {
+    **dict.fromkeys((
+        "faust.app.base:App.agent", "faust.app.base:App.timer", "faust.app.base:App.topic",
+        "faust.app.base:App.Table", "faust.app.base:App.assignor", "faust.app.base:App.tables",
+        "faust.streams:Stream.events", "faust.tables.manager:TableManager.recovery",
+        "faust.assignor.partition_assignor:PartitionAssignor.assigned_actives",
+        "mode.utils.collections:FastUserDict.items",
+    ), "Faust's public API, as documented (worker.py builds the app with it)"),
+    "mode.services:Service.add_future": "the SIGUSR1 dump (runner.py) only",
+}
+
+
+def test_every_upstream_function_the_adapter_uses_is_fingerprinted() -> None:
+    """What the drain loop, the write path and the flow control call or read upstream, found in
+    the source of stream_app/faust_adapter/ (upstream_uses.py), is fingerprinted; what they
+    rely on without naming it (Consumer.ack, Consumer._new_offset, ...) is listed by hand."""
+    uses = upstream_uses(project_subclasses())
+    assert {"faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.seek",
+            "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread.position",
+            "faust.transport.consumer:Consumer.commit",
+            "faust.transport.drivers.aiokafka:Producer.send"} <= set(uses)  # the scan sees
+    missing = {f"{name} (used in {sorted(where)})" for name, where in uses.items()
+               if holds_code(name) and COVERED_BY.get(name, name) not in FINGERPRINTS
+               and name not in NOT_FINGERPRINTED}
+    assert not missing, f"upstream code used without a fingerprint: {missing}; add each to " \
+                        f"FINGERPRINTS and to {DOC}"
+
+
+def test_the_upgrade_checklist_names_every_fingerprinted_function() -> None:
+    """docs/design.md's checklist and FINGERPRINTS list the same functions: each fingerprinted
+    `Qualname.attr` is named in the section."""
+    design = (Path(stream_app.__file__).parents[1] / "docs" / "design.md").read_text()
+    section = design.split("## After a Faust, mode or aiokafka upgrade", 1)[1].split("\n## ")[0]
+    named = set(re.findall(r"`([\w.]+)`", section))
+    unnamed = {name for name in FINGERPRINTS
+               if not any(n in (name.replace(":", "."), name.partition(":")[2])
+                          or n.endswith("." + name.partition(":")[2]) for n in named)}
+    assert not unnamed, f"fingerprinted but not in {DOC}: {sorted(unnamed)}"

@@ -1,0 +1,142 @@
+"""stream_app.release.tree: one window's tree continues across restarts from its journal, each
+node drawn once, releases before and after consistent (no broker: the file journal)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from core.tree import TreeMechanism, tree_mechanism
+from core.tree_shape import BASE_ID
+from core.vocabulary import PairKind
+from stream_app.release.tree import NodeDraw, TreeMismatch, WindowTree
+from stream_app.release.tree_journal import FileNodeJournal
+
+TICKS = 16
+
+
+def mechanism(max_changes: int = 2, epsilon: float = 0.01) -> TreeMechanism:
+    # a large scale (theta ~ 1,000 units of 1): draws are almost never 0
+    return tree_mechanism(TICKS, max_changes, [PairKind.VALUE_PRESENCE], 5.0,
+                          [0.0, 1.0, 5.0], epsilon, grid_log2=0, arity=2)
+
+
+def exact(tick: int) -> int:
+    return 1000 + 7 * tick  # any sums: the noise is what is checked
+
+
+def journal_lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def noise_of(lines: list[dict[str, object]], nodes: Sequence[str]) -> int:
+    units = {str(d["node"]): int(str(d["units"])) for d in lines}
+    return sum(units[n] for n in nodes)
+
+
+async def test_a_restart_mid_window_continues_the_same_tree(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    m = mechanism()
+    first = WindowTree(m, 7, FileNodeJournal(path))
+    before = [await first.release(t, exact(t)) for t in range(9)]
+    drawn_before = dict(first.drawn)
+
+    second = WindowTree(m, 7, FileNodeJournal(path))  # a restart, or a new owner
+    after = [await second.release(t, exact(t)) for t in range(5, TICKS)]
+
+    lines = journal_lines(path)
+    counts = Counter(str(d["node"]) for d in lines)
+    assert max(counts.values()) == 1  # no node drawn twice
+    assert {k: second.drawn[k] for k in drawn_before} == drawn_before
+    assert set(counts) == {n for r in before + after for n in r.nodes}
+    for r in before + after:  # every release: exact sum + the journal's noise of its nodes
+        assert r.noisy_units == exact(r.tick) + noise_of(lines, r.nodes)
+        assert r.nodes == tuple(m.draws(r.tick))
+    repeated = {r.tick: r.noisy_units for r in before}
+    for r in after:
+        if r.tick in repeated:  # ticks 5..8 released by both owners: the same value
+            assert r.noisy_units == repeated[r.tick]
+    assert len({d["units"] for d in lines}) > 1  # real draws (theta ~ 1,000 grid units)
+
+
+async def test_other_windows_draw_their_own_nodes(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    m = mechanism()
+    a = await WindowTree(m, 1, FileNodeJournal(path)).release(3, 0)
+    b = await WindowTree(m, 2, FileNodeJournal(path)).release(3, 0)
+    lines = journal_lines(path)
+    assert Counter(int(d["window"]) for d in lines) == {1: len(a.nodes), 2: len(b.nodes)}
+
+
+async def test_w_zero_draws_the_base_only(tmp_path: Path) -> None:
+    tree = WindowTree(mechanism(max_changes=0), 0, FileNodeJournal(tmp_path / "j"))
+    draws = [await tree.release(t, exact(t)) for t in range(TICKS)]
+    assert {d.nodes for d in draws} == {(BASE_ID,)}
+    assert len({d.noisy_units - exact(d.tick) for d in draws}) == 1
+
+
+class LandsThenFails(FileNodeJournal):
+    """The append reaches the file, but the caller hears an error (a timeout after the write)."""
+
+    failures = 1
+
+    async def append(self, draws: Sequence[NodeDraw]) -> None:
+        await super().append(draws)
+        if self.failures:
+            self.failures -= 1
+            raise TimeoutError("no acknowledgement")
+
+
+class FailsBeforeWriting(FileNodeJournal):
+    failures = 1
+
+    async def append(self, draws: Sequence[NodeDraw]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        await super().append(draws)
+
+
+async def test_a_draw_that_landed_despite_an_error_is_the_one_used(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    tree = WindowTree(mechanism(), 0, LandsThenFails(path))
+    with pytest.raises(TimeoutError):
+        await tree.release(3, exact(3))
+    landed = journal_lines(path)
+    r = await tree.release(3, exact(3))  # re-reads the journal: no new draw for these nodes
+    assert journal_lines(path) == landed
+    assert r.noisy_units == exact(3) + noise_of(landed, r.nodes)
+
+
+async def test_a_draw_that_never_landed_is_forgotten(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    tree = WindowTree(mechanism(), 0, FailsBeforeWriting(path))
+    with pytest.raises(OSError):
+        await tree.release(3, exact(3))
+    r = await tree.release(3, exact(3))
+    lines = journal_lines(path)
+    assert sorted(str(d["node"]) for d in lines) == sorted(r.nodes)
+    assert r.noisy_units == exact(3) + noise_of(lines, r.nodes)
+
+
+async def test_a_torn_last_line_is_skipped_and_does_not_swallow_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    tree = WindowTree(mechanism(), 0, FileNodeJournal(path))
+    await tree.release(1, 0)
+    with path.open("a") as f:
+        f.write('{"window": 0, "node": "0.2", "uni')  # a crash mid-append
+    again = WindowTree(mechanism(), 0, FileNodeJournal(path))
+    r = await again.release(2, 0)
+    assert set(again.drawn) == {BASE_ID, "0.0", "1.0"} and r.nodes == (BASE_ID, "1.0")
+
+
+async def test_a_journal_of_another_tree_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    await WindowTree(mechanism(epsilon=0.01), 0, FileNodeJournal(path)).release(1, 0)
+    other = WindowTree(mechanism(epsilon=0.02), 0, FileNodeJournal(path))
+    with pytest.raises(TreeMismatch, match="fixed when it opens"):
+        await other.release(2, 0)
