@@ -6,7 +6,6 @@ are ``SecretStr``: they print as ``**********`` and are never logged.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 from pathlib import Path
@@ -22,9 +21,9 @@ from pydantic_settings import (
 
 from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
+from stream_app.settings.store import StoreUrl, check_standbys
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
-STORES = ("memory://", "rocksdb://")  # Faust table stores (docs/operations.md)
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
@@ -107,13 +106,8 @@ class Settings(BaseSettings):
     web_host: str = "127.0.0.1"
     web_port: int | None = Field(default=None, ge=1, le=65535)  # None: Faust web disabled
     data_dir: Path = Path("pufferfish-data")
-    # "memory://" (state restored from the changelog topics at each start) or "rocksdb://"
-    # (state kept on disk under data_dir, only the changelog's tail replayed; the [rocksdb]
-    # extra): docs/operations.md, "State on disk"
-    store: str = "memory://"
-    # Faust standby replicas of each users-table partition on other workers (RocksDB only): a
-    # failover replays only the changelog's tail
-    table_standby_replicas: int = Field(default=0, ge=0, le=8)
+    store: StoreUrl = "memory://"  # or "rocksdb://" (settings/store.py)
+    table_standby_replicas: int = Field(default=0, ge=0, le=8)  # RocksDB only
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
@@ -221,16 +215,6 @@ class Settings(BaseSettings):
     def _pairs_distinct(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v))
 
-    @field_validator("store")
-    @classmethod
-    def _store_url(cls, v: str) -> str:
-        v = v.strip()
-        if v not in STORES:
-            raise ValueError(f"must be one of {', '.join(STORES)}")
-        if v == "rocksdb://" and importlib.util.find_spec("rocksdict") is None:
-            raise ValueError("rocksdb:// needs rocksdict: pip install 'pufferfish-stream[rocksdb]'")
-        return v
-
     @field_validator("broker")
     @classmethod
     def _broker_url(cls, v: str) -> str:
@@ -252,9 +236,7 @@ class Settings(BaseSettings):
                 "budget_window_seconds: must be at least release_period_seconds "
                 f"({self.release_period_seconds:g})"
             )
-        if self.table_standby_replicas and self.store != "rocksdb://":
-            raise ValueError("table_standby_replicas: needs store = \"rocksdb://\" (a memory "
-                             "store drops the standby partitions it restores)")
+        check_standbys(self.store, self.table_standby_replicas)
         if self.prior_source == "declared" and self.priors_file is None:
             raise ValueError("priors_file: required with prior_source=declared")
         if self.broker_security_protocol.startswith("SASL") and not self.sasl_username:
