@@ -128,11 +128,16 @@ class UserTable:
     async def ensure(self, partitions: Iterable[int]) -> None:
         """Build the aggregates of `partitions` that are missing, yielding to the event loop
         between slices; callers wait for the same rebuild, each until its own partitions are
-        built (RocksDB builds one partition after the other)."""
-        wanted = sorted(set(partitions))
+        built (RocksDB builds one partition after the other). A rebalance meanwhile ends the
+        wait (no rebuild is begun while Faust restores the store: a caller that still needs an
+        aggregate gets it from ``aggregate``, as before this method)."""
+        wanted, generation = sorted(set(partitions)), self._generation
         while missing := [p for p in wanted if p not in self.aggregates]:
+            if generation != self._generation:
+                return
             if self._rebuilding is None or self._rebuilding.done():
-                self._rebuilding = asyncio.ensure_future(self._rebuild_async(missing))
+                self._rebuilding = asyncio.ensure_future(self._rebuild_async(missing,
+                                                                             generation))
             rebuilding = self._rebuilding
             progress = asyncio.ensure_future(self._built.wait())
             try:  # (not cancelled with the caller: asyncio.wait leaves both running)
@@ -151,18 +156,21 @@ class UserTable:
             self._task = asyncio.ensure_future(self.ensure(wanted))
         return built
 
-    async def _rebuild_async(self, partitions: list[int]) -> None:
-        for _ in self._rebuild(partitions):
+    async def _rebuild_async(self, partitions: list[int], generation: int) -> None:
+        for _ in self._rebuild(partitions, generation):
             await asyncio.sleep(0)
 
-    def _rebuild(self, partitions: list[int]) -> Iterator[None]:
+    def _rebuild(self, partitions: list[int], generation: int | None = None) -> Iterator[None]:
         """Build the aggregates of `partitions`, yielding after each slice: RocksDB's one
-        partition database after the other, the memory store's in one pass over its users."""
-        generation = self._generation
+        partition database after the other, the memory store's in one pass over its users.
+        Abandoned once the store's `generation` (of when it was asked for) has passed."""
+        generation = self._generation if generation is None else generation
         passes = [[p] for p in partitions] if self.persistent else [partitions]
         for group in passes:
             started, rows = time.monotonic(), 0
             builder = AggregateBuilder(group)
+            if generation != self._generation:
+                return
             for chunk in self._slices(self._rows(group)):
                 builder.add(chunk)
                 rows += len(chunk)
