@@ -155,7 +155,8 @@ def worst_lateness(log: str) -> tuple[float, str]:
     return worst, which
 
 
-def measure(kind: str, store: str, n: int, timeout: float) -> list[object]:
+def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = None
+            ) -> list[object]:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-recovery-{kind}-{store}-"))
     broker = Broker(kind, workdir)
     tag = f"rec{uuid.uuid4().hex[:6]}"
@@ -209,6 +210,10 @@ def measure(kind: str, store: str, n: int, timeout: float) -> list[object]:
         if worker is not None:
             worker.stop(timeout=60)
         broker.stop()
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for log in workdir.glob("*.log"):
+                shutil.copy(log, keep / f"{kind}-{store}-{n}-{log.name}")
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -242,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tansu-max", type=float, default=1e5,
                    help="largest N on tansu (one-record changelog batches)")
     p.add_argument("--timeout", type=float, default=900.0, help="bound of each wait, s")
+    p.add_argument("--keep-logs", type=Path, help="copy the worker and broker logs here")
     args = p.parse_args(list(argv) if argv is not None else None)
     sizes = [500] if args.quick else [int(u) for u in args.users]
     load_before = loadavg()
@@ -252,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             for store in args.stores:
                 print(f"{kind} {store} N={n:,} (load {loadavg()})", flush=True)
-                row = measure(kind, store, n, args.timeout)
+                row = measure(kind, store, n, args.timeout, args.keep_logs)
                 print("  " + ", ".join(f"{h}={_common.fmt(v)}"
                                        for h, v in zip(HEADERS, row, strict=True)), flush=True)
                 rows.append(row)

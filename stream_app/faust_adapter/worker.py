@@ -61,7 +61,8 @@ def table_dir(settings: Settings) -> Path:
     """Where a RocksDB store keeps the tables: one directory per host under data_dir, so that
     replicas sharing a volume (docker-compose.yml) never open each other's databases; a
     StatefulSet pod keeps its name, hence its directory, across restarts."""
-    path = settings.data_dir / "tables" / socket.gethostname()
+    # absolute: Faust reads a relative tabledir as relative to its versioned datadir
+    path = (settings.data_dir / "tables" / socket.gethostname()).absolute()
     path.mkdir(parents=True, exist_ok=True)  # (Faust makes only its last part)
     return path
 
