@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -65,6 +65,11 @@ class UserTable:
         self._rebuilding: asyncio.Future[None] | None = None
         self._task: asyncio.Future[None] | None = None  # begin()'s (kept: not collected)
         self._built = asyncio.Event()  # set (then replaced) each time aggregates are built
+        self._queue: list[int] = []  # the partitions the running rebuild builds next
+        self._building: list[int] = []  # and those it builds now
+        # the input partitions assigned now (the worker's): a memory-store rebuild, one pass
+        # over every user, builds all that are missing
+        self.assigned: Callable[[], Iterable[int]] = tuple
         self._generation = 0  # moves on each invalidate: a rebuild begun before is dropped
         self._at: dict[int, _At] = {}  # the current event per partition for acknowledged()
 
@@ -125,19 +130,27 @@ class UserTable:
         self.aggregates.clear()
         self._generation += 1
 
-    async def ensure(self, partitions: Iterable[int]) -> None:
+    async def ensure(self, partitions: Iterable[int], first: bool = True) -> None:
         """Build the aggregates of `partitions` that are missing, yielding to the event loop
         between slices; callers wait for the same rebuild, each until its own partitions are
         built (RocksDB builds one partition after the other). A rebalance meanwhile ends the
         wait (no rebuild is begun while Faust restores the store: a caller that still needs an
-        aggregate gets it from ``aggregate``, as before this method)."""
+        aggregate gets it from ``aggregate``, as before this method). `first`: the running
+        rebuild takes these partitions next (a batch waits for them), else after its own."""
         wanted, generation = sorted(set(partitions)), self._generation
         while missing := [p for p in wanted if p not in self.aggregates]:
             if generation != self._generation:
                 return
             if self._rebuilding is None or self._rebuilding.done():
-                self._rebuilding = asyncio.ensure_future(self._rebuild_async(missing,
-                                                                             generation))
+                self._queue = sorted({*missing, *(p for p in self.assigned()
+                                                  if p not in self.aggregates)})
+                self._rebuilding = asyncio.ensure_future(self._rebuild_async(generation))
+            elif first:  # before the others
+                mine = [p for p in missing if p not in self._building]
+                self._queue[:] = mine + [p for p in self._queue if p not in mine]
+            else:  # after them
+                self._queue += [p for p in missing
+                                if p not in self._building and p not in self._queue]
             rebuilding = self._rebuilding
             progress = asyncio.ensure_future(self._built.wait())
             try:  # (not cancelled with the caller: asyncio.wait leaves both running)
@@ -153,20 +166,25 @@ class UserTable:
         wanted = sorted(set(partitions))
         built = [p for p in wanted if p in self.aggregates]
         if len(built) < len(wanted) and (self._task is None or self._task.done()):
-            self._task = asyncio.ensure_future(self.ensure(wanted))
+            self._task = asyncio.ensure_future(self.ensure(wanted, first=False))
         return built
 
-    async def _rebuild_async(self, partitions: list[int], generation: int) -> None:
-        for _ in self._rebuild(partitions, generation):
+    async def _rebuild_async(self, generation: int) -> None:
+        for _ in self._rebuild(self._queue, generation):
             await asyncio.sleep(0)
 
-    def _rebuild(self, partitions: list[int], generation: int | None = None) -> Iterator[None]:
-        """Build the aggregates of `partitions`, yielding after each slice: RocksDB's one
-        partition database after the other, the memory store's in one pass over its users.
-        Abandoned once the store's `generation` (of when it was asked for) has passed."""
+    def _rebuild(self, queue: list[int], generation: int | None = None) -> Iterator[None]:
+        """Build the aggregates of the partitions in `queue` (taken from its front: callers
+        may reorder it meanwhile), yielding after each slice: RocksDB's one partition database
+        after the other, the memory store's all in one pass over its users. Abandoned once the
+        store's `generation` (of when it was asked for) has passed."""
         generation = self._generation if generation is None else generation
-        passes = [[p] for p in partitions] if self.persistent else [partitions]
-        for group in passes:
+        while queue:
+            if self.persistent:
+                group = [queue.pop(0)]
+            else:
+                group, queue[:] = queue[:], []
+            self._building = group
             started, rows = time.monotonic(), 0
             builder = AggregateBuilder(group)
             if generation != self._generation:

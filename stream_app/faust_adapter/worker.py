@@ -105,6 +105,7 @@ class PufferfishApp:
         self.users = app.Table("users", default=None, partitions=s.input_partitions,
                                schema=users_schema)
         self.table = UserTable(self.users)
+        self.table.assigned = self._input_partitions
         self.ingest = Ingest(s, self.rules, self.metrics, self.table)
         self.input = InputAgent(s, self.ingest, self.table, app, self.deadletter_topic,
                                 self.metrics)
