@@ -72,19 +72,22 @@ def disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> None:
+def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> int:
     """One report per user ``user-<i>`` for i in [first, first + n), murmur2 partitioning
-    (Kafka's Java default: the worker's contract), batched."""
+    (Kafka's Java default: the worker's contract), batched. Returns the sum of their values."""
     from confluent_kafka import Producer
 
     rng = random.Random(seed)
+    total = 0
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
                          "linger.ms": 50, "batch.num.messages": 10000,
                          "queue.buffering.max.messages": 1_000_000, "acks": "all"})
     ts = time.time()
     for i in range(first, first + n):
         user = f"user-{i:07d}"
-        value = json.dumps({"user_id": user, "value": rng.choice(DOMAIN),
+        v = rng.choice(DOMAIN)
+        total += v
+        value = json.dumps({"user_id": user, "value": v,
                             "report_id": f"r-{i}", "ts": ts}).encode()
         while True:
             try:
@@ -97,6 +100,7 @@ def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> 
     left = producer.flush(120)
     if left:
         raise RuntimeError(f"{left} load records not acknowledged")
+    return total
 
 
 class Broker:
@@ -171,7 +175,7 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
     try:
         _common_run(create_topics(broker.bootstrap, {
             topic: PARTITIONS, **{name: 1 for name in outputs.values()}}))
-        settings = {**SETTINGS, "store": f"{store}://", "topic_reports": topic,
+        settings: dict[str, Any] = {**SETTINGS, "store": f"{store}://", "topic_reports": topic,
                     "topic_membership": topic,
                     **{f"topic_{k}": v for k, v in outputs.items()},
                     **(TANSU_EXACT if kind == "tansu" else {})}
@@ -253,7 +257,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="largest N on tansu (one-record changelog batches)")
     p.add_argument("--timeout", type=float, default=900.0, help="bound of each wait, s")
     p.add_argument("--keep-logs", type=Path, help="copy the worker and broker logs here")
+    p.add_argument("--failover", type=float, metavar="N",
+                   help="instead: two workers with standby replicas and N users, the release "
+                   "owner SIGKILLed (bench/failover.py)")
     args = p.parse_args(list(argv) if argv is not None else None)
+    if args.failover:
+        from bench import failover
+
+        return failover.run(args, argv, int(args.failover))
     sizes = [500] if args.quick else [int(u) for u in args.users]
     load_before = loadavg()
     rows = []
