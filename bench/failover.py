@@ -1,4 +1,5 @@
-"""Failover with standby replicas (``python -m bench recovery --failover N``): two workers on
+"""Failover with standby replicas (``python -m bench recovery --failover N [--brokers B]``, on
+the first broker named: noida-db by default): two workers on
 RocksDB with ``table_standby_replicas = 1`` share N users (one report each, 4 partitions); the
 one that owns the release partition is SIGKILLed. Measured: kill -> the survivor's next release
 (it includes the broker's session timeout, 6 s here: when the group learns of the death), and
@@ -25,7 +26,7 @@ from typing import Any
 from bench import _common
 from bench.harness import PARTITIONS, loadavg, start_pipeline
 from bench.markers import read_releases
-from bench.recovery import SETTINGS, Broker, produce_users
+from bench.recovery import SETTINGS, TANSU_EXACT, Broker, produce_users
 from stream_app.demo.broker_admin import create_topics
 from stream_app.metrics_page import totals
 
@@ -40,9 +41,9 @@ def releases_total(worker: Any) -> float:
         "pufferfish_releases_total", 0.0)
 
 
-def measure(n: int, timeout: float) -> list[object]:
+def measure(kind: str, n: int, timeout: float) -> list[object]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-failover-"))
-    broker = Broker("noida", workdir)
+    broker = Broker(kind, workdir)
     tag = f"fo{uuid.uuid4().hex[:6]}"
     topic = f"input-{tag}"
     outputs = {k: f"{k}-{tag}" for k in ("releases", "partials", "deadletter", "priors")}
@@ -52,7 +53,8 @@ def measure(n: int, timeout: float) -> list[object]:
             topic: PARTITIONS, **{name: 1 for name in outputs.values()}}))
         settings: dict[str, Any] = {
             **SETTINGS, **EXACT, "topic_reports": topic, "topic_membership": topic,
-            **{f"topic_{k}": v for k, v in outputs.items()}}
+            **{f"topic_{k}": v for k, v in outputs.items()},
+            **(TANSU_EXACT if kind == "tansu" else {})}
         workers = [start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
                                   index=i, **settings) for i in range(2)]
         t0 = time.monotonic()
@@ -96,7 +98,7 @@ def measure(n: int, timeout: float) -> list[object]:
         time.sleep(3.0)  # a few more of its releases, to check them all
         after = [r for r in asyncio.run(read_releases(broker.bootstrap, outputs["releases"]))
                  if r["seq"] > last_seq]
-        return ["noida", n, 2, load, took, all(exact(r) for r in after) and bool(after),
+        return [kind, n, 2, load, took, all(exact(r) for r in after) and bool(after),
                 len(after)]
     finally:
         for w in workers:
@@ -107,7 +109,7 @@ def measure(n: int, timeout: float) -> list[object]:
 
 def run(args: argparse.Namespace, argv: Sequence[str] | None, n: int) -> int:
     load_before = loadavg()
-    row = measure(500 if args.quick else n, args.timeout)
+    row = measure(args.brokers[0], 500 if args.quick else n, args.timeout)
     print(_common.text_table(HEADERS, [row]))
     body = (f"{(__doc__ or '').strip()}\n\nLoad average (1, 5, 15 min): before {load_before}, "
             f"after {loadavg()}; os.cpu_count() {os.cpu_count()}.\n\n"

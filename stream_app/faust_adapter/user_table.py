@@ -14,7 +14,9 @@ lost, and the replayed input would find it already applied. Its writes wait in `
 Partition aggregates are rebuilt after a restart or a rebalance (docs/design.md, "Aggregates
 after a restart"): ``ensure`` builds the missing ones in slices of ``REBUILD_SLICE`` users that
 yield to the event loop, so timers and commits keep their time; RocksDB reads only the missing
-partitions' databases, the memory store reads its users once for every missing partition.
+partitions' databases, the memory store reads its users once for every missing partition. A
+clean stop leaves RocksDB's aggregates beside their databases (``checkpoint``), taken instead of
+a rebuild when the database has not moved since.
 """
 
 from __future__ import annotations
@@ -26,32 +28,28 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import orjson
 from faust.stores.memory import Store as MemoryTableStore
 from faust.stores.rocksdb import Store as RocksDBTableStore
 from faust.streams import _current_event
+from faust.types import TP
 
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.draft import Stored
 from stream_app.domain.rebuild import AggregateBuilder
+from stream_app.faust_adapter.stored_rows import (
+    At,
+    Row,
+    read_checkpoint,
+    rocksdb_rows,
+    slices,
+    write_checkpoint,
+)
 
 Write = tuple[str, bytes, int]  # (user_id, stored value, input partition)
-Row = tuple[str, Stored]
 
 REBUILD_SLICE = 2000  # users decoded between two yields to the event loop (~10 ms)
 
 log = logging.getLogger(__name__)
-
-
-class _At:
-    """The current event as a RocksDB store reads it: the partition to write to."""
-
-    class _Message:
-        def __init__(self, partition: int) -> None:
-            self.partition = partition
-
-    def __init__(self, partition: int) -> None:
-        self.message = self._Message(partition)
 
 
 class UserTable:
@@ -59,8 +57,7 @@ class UserTable:
         self.users = users  # the Faust table (values: the stored bytes of UserState)
         self.aggregates: dict[int, PartitionAggregate] = {}
         self._writes: list[Write] = []
-        # RocksDB: the writes whose changelog records are not acknowledged yet (user -> (value,
-        # partition)); the newest value of each user
+        # RocksDB: user -> (newest value, partition) of writes not acknowledged yet
         self.unacked: dict[str, tuple[bytes, int]] = {}
         self._rebuilding: asyncio.Future[None] | None = None
         self._task: asyncio.Future[None] | None = None  # begin()'s (kept: not collected)
@@ -71,7 +68,7 @@ class UserTable:
         # over every user, builds all that are missing
         self.assigned: Callable[[], Iterable[int]] = tuple
         self._generation = 0  # moves on each invalidate: a rebuild begun before is dropped
-        self._at: dict[int, _At] = {}  # the current event per partition for acknowledged()
+        self._at: dict[int, Any] = {}  # the current event per partition for acknowledged()
 
     @property
     def persistent(self) -> bool:
@@ -106,8 +103,8 @@ class UserTable:
         token = _current_event.get(None)
         try:
             for (user_id, partition), value in values.items():
-                at = self._at.get(partition) or self._at.setdefault(partition, _At(partition))
-                _current_event.set(weakref.ref(at))  # type: ignore[arg-type]
+                at = self._at.get(partition) or self._at.setdefault(partition, At(partition))
+                _current_event.set(weakref.ref(at))
                 store[user_id] = value
                 pending = unacked.get(user_id)
                 if pending is not None and pending[0] is value:
@@ -125,18 +122,15 @@ class UserTable:
         return agg
 
     def invalidate(self) -> None:
-        """Drop every aggregate (a rebalance: the store changes under them); a rebuild in
-        progress is abandoned."""
+        """Drop every aggregate and any rebuild in progress (a rebalance changes the store)."""
         self.aggregates.clear()
         self._generation += 1
 
     async def ensure(self, partitions: Iterable[int], first: bool = True) -> None:
-        """Build the aggregates of `partitions` that are missing, yielding to the event loop
-        between slices; callers wait for the same rebuild, each until its own partitions are
-        built (RocksDB builds one partition after the other). A rebalance meanwhile ends the
-        wait (no rebuild is begun while Faust restores the store: a caller that still needs an
-        aggregate gets it from ``aggregate``, as before this method). `first`: the running
-        rebuild takes these partitions next (a batch waits for them), else after its own."""
+        """Build the missing aggregates of `partitions` in slices; callers share one rebuild
+        and wait for their own partitions (`first`: built next, else after the others). A
+        rebalance ends the wait: no rebuild begins while Faust restores the store (a caller
+        that still needs an aggregate gets it from ``aggregate``, as before this method)."""
         wanted, generation = sorted(set(partitions)), self._generation
         while missing := [p for p in wanted if p not in self.aggregates]:
             if generation != self._generation:
@@ -161,8 +155,7 @@ class UserTable:
                 rebuilding.result()  # its error, if it failed
 
     def begin(self, partitions: Iterable[int]) -> list[int]:
-        """Of `partitions`, those whose aggregate is built; a rebuild of the others is started
-        in the background (a timer does not wait for it)."""
+        """Of `partitions`, those built; the others are rebuilt in the background (timers)."""
         wanted = sorted(set(partitions))
         built = [p for p in wanted if p in self.aggregates]
         if len(built) < len(wanted) and (self._task is None or self._task.done()):
@@ -182,6 +175,12 @@ class UserTable:
         while queue:
             if self.persistent:
                 group = [queue.pop(0)]
+                # the checkpoint holds if the database persisted no other changelog offset
+                # since (a tail recovered, our acknowledged writes); read once, then removed
+                kept = read_checkpoint(self.users.data, group[0], self._persisted(group[0]))
+                if kept is not None:
+                    self._built_now({group[0]: kept}, "its checkpoint", 0, time.monotonic())
+                    continue
             else:
                 group, queue[:] = queue[:], []
             self._building = group
@@ -189,57 +188,47 @@ class UserTable:
             builder = AggregateBuilder(group)
             if generation != self._generation:
                 return
-            for chunk in self._slices(self._rows(group)):
+            for chunk in slices(self._rows(group), REBUILD_SLICE):
                 builder.add(chunk)
                 rows += len(chunk)
                 yield
                 if generation != self._generation:
                     return  # a rebalance: built again for the new assignment
-            for p, agg in builder.built().items():
-                self.aggregates.setdefault(p, agg)
-            self._built.set()  # wakes the callers waiting for some of these
-            self._built = asyncio.Event()
-            log.info("rebuilt the aggregates of partitions %s from %d stored users in %.2f s",
-                     group, rows, time.monotonic() - started)
+            self._built_now(builder.built(), "stored users", rows, started)
 
-    @staticmethod
-    def _slices(rows: Iterable[Row]) -> Iterator[list[Row]]:
-        chunk: list[Row] = []
-        for row in rows:
-            chunk.append(row)
-            if len(chunk) >= REBUILD_SLICE:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
+    def _built_now(self, built: dict[int, PartitionAggregate], source: str, rows: int,
+                   started: float) -> None:
+        for p, agg in built.items():
+            self.aggregates.setdefault(p, agg)
+        self._built.set()  # wakes the callers waiting for some of these
+        self._built = asyncio.Event()
+        log.info("rebuilt the aggregates of partitions %s from %s (%d) in %.2f s",
+                 sorted(built), source, rows, time.monotonic() - started)
+
+    # --- RocksDB checkpoints (stored_rows.py) -------------------------------------------------
+    def _persisted(self, partition: int) -> int | None:
+        tp = TP(self.users.changelog_topic.get_topic_name(), partition)
+        return self.users.data.persisted_offset(tp)  # type: ignore[no-any-return]
+
+    def checkpoint(self) -> list[int]:
+        """At a clean stop, RocksDB only, when no write waits for its acknowledgement (the
+        aggregates describe the disk): each beside its database with the changelog offset the
+        database persisted. Returns the partitions written."""
+        if not self.persistent or self.unacked:
+            return []
+        for p, agg in self.aggregates.items():
+            write_checkpoint(self.users.data, agg, self._persisted(p))
+        return sorted(self.aggregates)
 
     def _rows(self, partitions: list[int]) -> Iterator[Row]:
         """The stored users to build `partitions` from, as they are now (the unacknowledged
         writes over the store): a snapshot taken before the first row is returned."""
         store = self.users.data
         if isinstance(store, RocksDBTableStore):
-            return self._rocksdb_rows(store, partitions)
+            return rocksdb_rows(store, partitions, self.unacked)
         data = store.data if isinstance(store, MemoryTableStore) else store
         keys, values = list(data), list(data.values())  # one snapshot (no await between)
         return iter(zip(keys, values, strict=True))
-
-    def _rocksdb_rows(self, store: RocksDBTableStore, partitions: list[int]) -> Iterator[Row]:
-        # iterators of each partition's database (RocksDB iterators read a snapshot) and the
-        # pending writes, taken together
-        pending = {orjson.dumps(u): (u, v) for u, (v, p) in self.unacked.items()
-                   if p in partitions}
-        items = [store._visible_items(store._db_for_partition(p)) for p in partitions]
-        return self._merged(items, pending)
-
-    @staticmethod
-    def _merged(items: list[Iterator[tuple[bytes, bytes]]],
-                pending: dict[bytes, tuple[str, bytes]]) -> Iterator[Row]:
-        for it in items:
-            for key, value in it:
-                if key in pending:
-                    continue
-                yield orjson.loads(key), value
-        yield from pending.values()
 
     def held_total(self) -> int:
         return sum(agg.held_count for agg in self.aggregates.values())

@@ -148,3 +148,41 @@ async def test_rocksdb_aggregates_from_the_disk_after_a_restart(tmp_path: Path) 
     assert {p: view(a) for p, a in restarted.aggregates.items()} == \
         {p: reference(users, p) for p in range(PARTITIONS)}
     await close(restarted)
+
+
+async def test_rocksdb_checkpoint_taken_only_while_the_database_has_not_moved(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from faust.types import TP
+
+    from stream_app.faust_adapter.stored_rows import checkpoint_path
+
+    table = new_table("rocksdb://", tmp_path)
+    users = fill(table, 2000)
+    changelog = table.users.changelog_topic.get_topic_name()
+    for p in range(PARTITIONS):
+        table.users.data.set_persisted_offset(TP(changelog, p), 100 + p)
+    await table.ensure(range(PARTITIONS))
+    table.save("late", stored_user(5000, random.Random(1))[2], At(0))
+    assert table.checkpoint() == []  # a write still waits for its acknowledgement
+    table.unacked.clear()
+    table.invalidate()
+    await table.ensure(range(PARTITIONS))
+    assert table.checkpoint() == list(range(PARTITIONS))
+    files = {p: checkpoint_path(table.users.data, p) for p in range(PARTITIONS)}
+    for p in (0, 1):  # marked: an aggregate read from its file shows the mark
+        doc = json.loads(files[p].read_text())
+        files[p].write_text(json.dumps({**doc, "sum_units": -1}))
+    table.users.data.set_persisted_offset(TP(changelog, 1), 999)  # partition 1 moved on
+    await close(table)
+
+    restarted = new_table("rocksdb://", tmp_path)
+    await restarted.ensure(range(PARTITIONS))
+    got = {p: view(a) for p, a in restarted.aggregates.items()}
+    assert got[0][0] == -1  # taken from its checkpoint
+    assert got[1] == reference(users, 1)  # its database moved: rebuilt
+    assert got[2] == reference(users, 2) and got[3] == reference(users, 3)
+    assert not any(f.exists() for f in files.values())  # read once
+    await close(restarted)
