@@ -169,6 +169,8 @@ class PufferfishApp:
     async def _checkpoint(self) -> None:
         """RocksDB: the aggregates are kept for the next start once every write is
         acknowledged (user_table.py); a failure only costs that start a rebuild."""
+        if not self.table.persistent:
+            return
         try:
             await asyncio.wait_for(self.input.flushed(), CHECKPOINT_WAIT_SECONDS)
             kept = self.table.checkpoint()
