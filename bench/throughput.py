@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown pipelines {sorted(unknown)}; choose from {', '.join(RUN_NAMES)}")
     users, m = (40, 400) if args.quick else (args.users, args.events)
     passes = 1 if args.quick else max(1, args.passes)
-    runs = all_runs(args.store)
+    runs = all_runs(STORES if args.pipelines else args.store)  # (--pipelines may name one)
     if args.pipelines:
         runs = [r for r in runs if r.name in args.pipelines]
         args.no_write = True
