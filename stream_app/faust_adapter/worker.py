@@ -62,11 +62,12 @@ def partials_interval(settings: Settings) -> float:
 
 
 def table_dir(settings: Settings) -> Path:
-    """Where a RocksDB store keeps the tables: one directory per host under data_dir, so that
-    replicas sharing a volume (docker-compose.yml) never open each other's databases; a
-    StatefulSet pod keeps its name, hence its directory, across restarts."""
+    """Where a RocksDB store keeps the tables: one directory per app and host under data_dir,
+    so that replicas sharing a volume (docker-compose.yml) never open each other's databases
+    nor an app another's; a StatefulSet pod keeps its name, hence its directory, across
+    restarts."""
     # absolute: Faust reads a relative tabledir as relative to its versioned datadir
-    path = (settings.data_dir / "tables" / socket.gethostname()).absolute()
+    path = (settings.data_dir / "tables" / settings.app_id / socket.gethostname()).absolute()
     path.mkdir(parents=True, exist_ok=True)  # (Faust makes only its last part)
     return path
 
