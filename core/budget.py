@@ -47,7 +47,8 @@ class BudgetExhausted(PufferfishError):
         self.remaining = remaining
 
 
-def _decimal(value: float) -> Fraction:
+def exact_decimal(value: float) -> Fraction:
+    """The Fraction of the shortest decimal repr of ``value`` (0.1 -> 1/10; module docstring)."""
     return Fraction(repr(float(value)))
 
 
@@ -70,7 +71,7 @@ class Accountant:
 
     def __init__(self, total: float) -> None:
         self.total = validation.nonnegative(total, "total")
-        self._total = _decimal(self.total)
+        self._total = exact_decimal(self.total)
         self._spent = Fraction(0)
         self.charges: list[float] = []
 
@@ -89,7 +90,7 @@ class Accountant:
     def _checked_charge(self, eps: float) -> Fraction | None:
         """The exact charge, or None when it is infinite (always refused)."""
         eps = validation.positive_number(eps, "eps")
-        return None if math.isinf(eps) else _decimal(eps)
+        return None if math.isinf(eps) else exact_decimal(eps)
 
     def can_spend(self, eps: float) -> bool:
         charge = self._checked_charge(eps)
@@ -118,7 +119,7 @@ class Accountant:
     def from_dict(cls, data: Mapping[str, Any]) -> Accountant:
         """Rebuild from ``to_dict`` output; every inconsistency is a PufferfishInputError
         (core.validation.budget_record)."""
-        total, charges, spent = validation.budget_record(data, _decimal)
+        total, charges, spent = validation.budget_record(data, exact_decimal)
         accountant = cls(total)
         accountant._spent = spent
         accountant.charges = charges

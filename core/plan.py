@@ -29,12 +29,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core import validation
-from core.budget import Accountant, composition_charge
+from core.budget import composition_charge
 from core.distribution import Distribution, point_zero
 from core.kantorovich import plan_spread
 from core.noise import secure_laplace_release
 from core.policy import calibrate
 from core.robust import reach_spread
+from core.schedule import Schedule as Schedule  # the public clock (re-exported: core.plan names)
+from core.schedule import budget_schedule as budget_schedule
+from core.schedule import learning_due as learning_due
+from core.schedule import rounds_due as rounds_due
 from core.vocabulary import PairKind, Rule
 
 
@@ -180,56 +184,6 @@ def _domain(
     if domain is None:
         return tuple(sorted({x for law in laws.values() for x in law.support}))
     return tuple(sorted(set(validation.finite_vector(list(domain), "domain").tolist())))
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """How long a budget lasts on the public clock (``exhausted_by_cap``: the cap was hit)."""
-
-    releases: int
-    learning_rounds: int
-    seconds: float  # time of the last affordable tick (0 when none is)
-    exhausted_by_cap: bool = False
-
-
-def rounds_due(tick: int, release_period: float, learn_period: float) -> int:
-    """Learning rounds due by release tick ``tick`` (1, 2, ...): one on the first tick at or
-    after each multiple of learn_period."""
-    return math.floor(tick * release_period / learn_period + 1e-9)
-
-
-def learning_due(tick: int, release_period: float, learn_period: float | None) -> bool:
-    if learn_period is None or tick < 1:
-        return False
-    due = rounds_due(tick, release_period, learn_period)
-    return due > rounds_due(tick - 1, release_period, learn_period)
-
-
-def budget_schedule(
-    total: float,
-    release_charge: float,
-    release_period: float,
-    learn_charge: float | None = None,
-    learn_period: float | None = None,
-    max_ticks: int = 200_000,
-) -> Schedule:
-    """Replay the worker's clock on an Accountant: each tick learns first when due, then
-    releases; the first charge that does not fit ends everything (as in the worker)."""
-    accountant = Accountant(total)
-    releases = rounds = 0
-    last = 0.0
-    for tick in range(1, max_ticks + 1):
-        if learn_charge is not None and learning_due(tick, release_period, learn_period):
-            if not accountant.can_spend(learn_charge):
-                return Schedule(releases, rounds, last)
-            accountant.spend(learn_charge)
-            rounds += 1
-        if not accountant.can_spend(release_charge):
-            return Schedule(releases, rounds, last)
-        accountant.spend(release_charge)
-        releases += 1
-        last = tick * release_period
-    return Schedule(releases, rounds, last, exhausted_by_cap=accountant.can_spend(release_charge))
 
 
 def radius_failure_bound(groups: int, rounds: int, beta: float) -> float:

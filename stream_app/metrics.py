@@ -27,7 +27,7 @@ from stream_app.domain.rejection import EVENT_KINDS, IGNORE_REASONS, REJECT_REAS
 REFUSE_REASONS = ("sum_not_representable",)
 
 METRIC_NAMES = (
-    "pufferfish_events_consumed_total",
+    "pufferfish_events_applied_total",
     "pufferfish_events_rejected_total",
     "pufferfish_releases_total",
     "pufferfish_theta",
@@ -82,7 +82,7 @@ class Metrics:
     """One worker's metrics on its own registry (several workers can live in one test process)."""
 
     registry: CollectorRegistry
-    events_consumed: Counter
+    events_applied: Counter
     events_rejected: Counter
     releases: Counter
     theta: Gauge
@@ -111,8 +111,9 @@ class Metrics:
         reg = registry if registry is not None else CollectorRegistry()
         m = cls(
             registry=reg,
-            events_consumed=Counter(
-                "pufferfish_events_consumed", "Input events consumed, by kind", ["kind"],
+            events_applied=Counter(
+                "pufferfish_events_applied", "Input events applied to the users' state, by kind "
+                "(not those held, ignored or dead-lettered)", ["kind"],
                 registry=reg,
             ),
             events_rejected=Counter(
@@ -179,8 +180,8 @@ class Metrics:
             ),
             reports_held_limit=Gauge(
                 "pufferfish_reports_held_limit",
-                "Bounds on held reports: max_held_reports_per_user (scope=user), "
-                "max_held_reports (scope=worker)", ["scope"], registry=reg,
+                "Bound on held reports: max_held_reports_per_user (scope=user; no bound is "
+                "shared across users)", ["scope"], registry=reg,
             ),
             input_cpu_seconds=Counter(
                 "pufferfish_input_cpu_seconds",
@@ -195,7 +196,7 @@ class Metrics:
             "Seeks the consumer made to fetch records again (gap after a seek, abandoned "
             "hand-off, records dropped by Faust or lost, stream buffer wiped)", CONSUMER_SEEKS))
         for kind in EVENT_KINDS:
-            m.events_consumed.labels(kind=kind)
+            m.events_applied.labels(kind=kind)
         for reason in REJECT_REASONS:
             m.events_rejected.labels(reason=reason)
         for reason in REFUSE_REASONS:

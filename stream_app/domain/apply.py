@@ -12,13 +12,12 @@ from stream_app.domain.rules import EventRules
 
 
 class Applier:
-    """Applies records to drafts; counts the reports held on this worker."""
+    """Applies records to drafts."""
 
     def __init__(self, rules: EventRules, hold_rules: hold.HoldRules, reports_topic: str):
         self.rules = rules
         self.hold_rules = hold_rules
         self.reports_topic = reports_topic
-        self.held_total = 0  # on this worker: at the batch's start, plus the batch's own
         self.now = 0.0  # the worker's clock at the batch's start (a held report's time)
 
     def report(self, t: Touched, report: ReportIn, partition: int,
@@ -44,11 +43,10 @@ class Applier:
         """A report of a user who is not present: late, held, or refused (with the reason)."""
         if hold.before_leave(draft, report.ts):
             return "late_after_leave"
-        why = hold.refusal(draft, self.hold_rules, self.held_total)
+        why = hold.refusal(draft, self.hold_rules)
         if why is not None:
             raise Rejected("not_present", why)
         hold.hold(draft, report, partition, offset, self.now)
-        self.held_total += 1
         return HELD
 
     def _apply_held(self, t: Touched, user_id: str) -> None:
@@ -56,7 +54,6 @@ class Applier:
         later = t.later = t.later or Later()
         draft = t.draft
         for report, h in hold.take_held(draft, user_id):
-            self.held_total -= 1
             if hold.before_leave(draft, report.ts):
                 later.late += 1
                 continue

@@ -8,10 +8,12 @@ kept in the user's state (the changelog table: durable across SIGKILL and restar
 leave (``ts <= left_ts``) but arriving after it changes nothing: it is counted as
 ``late_after_leave`` (events ignored), not refused. docs/design.md, "Per-user order".
 
-Bounded: at most ``max_held_reports_per_user`` per user and ``max_held_reports`` per worker
-(beyond either, the report is dead-lettered ``not_present`` at once, with the bound as detail).
-Nothing here is published: holding only delays when a value enters the exact sum, which is
-private data anyway (no privacy charge, docs/privacy.md).
+Bounded per user only: at most ``max_held_reports_per_user`` (beyond it, the report is
+dead-lettered ``not_present`` at once, with the bound as detail). Whether a report is held
+depends on its own user's state alone: no bound shared across users, so one user's reports never
+decide whether another's count (docs/privacy.md, "Reports held until a join"; memory: per-user
+bound x users who have not joined, docs/operations.md). Nothing here is published: holding only
+delays when a value enters the exact sum (no privacy charge).
 """
 
 from __future__ import annotations
@@ -40,12 +42,10 @@ class Held(NamedTuple):
 class HoldRules:
     grace_seconds: float
     per_user: int
-    total: int
 
     @classmethod
     def of(cls, settings: Any) -> HoldRules:
-        return cls(settings.join_grace_seconds, settings.max_held_reports_per_user,
-                   settings.max_held_reports)
+        return cls(settings.join_grace_seconds, settings.max_held_reports_per_user)
 
 
 class Expired(NamedTuple):
@@ -63,14 +63,13 @@ def before_leave(draft: Draft, ts: float) -> bool:
     return draft.left_ts is not None and ts <= draft.left_ts
 
 
-def refusal(draft: Draft, rules: HoldRules, held_total: int) -> str | None:
-    """Why the report cannot be held (the dead letter's detail), or None."""
+def refusal(draft: Draft, rules: HoldRules) -> str | None:
+    """Why the report cannot be held (the dead letter's detail), or None: a function of the
+    user's own draft and the settings only."""
     if rules.grace_seconds <= 0:
         return "the user has not joined (join_grace_seconds is 0)"
     if len(draft.held) >= rules.per_user:
         return f"the user has not joined and holds max_held_reports_per_user={rules.per_user}"
-    if held_total >= rules.total:
-        return f"the user has not joined and the worker holds max_held_reports={rules.total}"
     return None
 
 

@@ -68,7 +68,7 @@ class Ingest:
         then those of held reports refused at their user's join."""
         started = time.thread_time()
         staging = Staging(len(events), self._written)
-        self.applier.held_total, self.applier.now = self.store.held_total(), time.time()
+        self.applier.now = time.time()
         s = self.settings
         common_report.stage(
             events, staging.touched, staging.is_report, s.topic_reports,

@@ -9,31 +9,39 @@ Failure probability (``failure_probability``, ``failure_bound``): with learned p
 configured group publishes one radius per learning round, each missing its true law with
 probability <= beta = ``prior_confidence_beta`` (core.robust.radius); the guarantee holds except
 with probability <= groups * learning_rounds * beta (core.plan.radius_failure_bound, union bound).
-Horizon: without privacy windows, until the budget is exhausted (nothing is published after);
-with windows, one window: the rounds the plan counts in it plus the round in force when it opens
-(learned in an earlier window). Declared priors: 0. The releases topic does not carry it: the
-plan's formula and its public inputs do (docs/privacy.md, "Learned priors").
+
+The schedule is exact over the whole horizon (core.schedule: closed forms on the exact public
+clock, no cap). Learning rounds fall on the ticks after each multiple of learn_period since the
+epoch, so the count depends on where the deployment's first tick falls: without privacy windows
+the figures are for a first tick just after a learning tick (the fewest rounds), and R is the
+most rounds of any first tick (``clock_offset_rounds`` the difference); with windows (window j =
+[jW, (j+1)W) since the epoch) every window of the repeating pattern is counted, R = the most
+rounds of any window plus the round in force when it opens (learned in an earlier window), and
+over k consecutive windows the loss is k x budget_total except with probability <= groups x
+(k x rounds + 1) x beta: an unbounded horizon, said in words. Declared priors: 0. Each figure of
+the failure bound is a function of the settings (docs/privacy.md, "Learned priors").
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from core.errors import PufferfishInputError
 from core.learning_radius import noise_l1_tail
-from core.plan import Schedule, budget_schedule, radius_failure_bound
+from core.plan import radius_failure_bound
+from core.schedule import Schedule, WindowSchedule, budget_schedule, window_schedule
+from stream_app.domain.plan_text import plan_text
 from stream_app.domain.priors import checked_start, learner_for, plan_for
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
+DESCRIPTION = ("What a configuration will publish, computed offline from the settings: theta "
+               "for each group and pair, the charge per release, the noise standard deviation, "
+               "how long the budget lasts on the public clock, and the failure probability of "
+               "learned priors.")
 
 
 def plan_summary(settings: Settings) -> dict[str, Any]:
@@ -43,13 +51,13 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     plain = plan_for(s, priors.laws, {})  # the same laws taken as exact (radius 0)
     learner = learner_for(s)
     charge = plan.charge()
-    ticks = None if s.budget_window_seconds is None else math.floor(
-        s.budget_window_seconds / s.release_period_seconds + 1e-9)
-    schedule = budget_schedule(
-        s.budget_total, charge, s.release_period_seconds,
-        learner.charge() if learner else None, s.learn_period_seconds if learner else None,
-        **({} if ticks is None else {"max_ticks": ticks}),
-    )
+    learn = (learner.charge(), s.learn_period_seconds) if learner else (None, None)
+    # no window: from tick 1 (a start at a multiple of learn_period) and from the worst start
+    aligned = budget_schedule(s.budget_total, charge, s.release_period_seconds, *learn)
+    worst = budget_schedule(s.budget_total, charge, s.release_period_seconds, *learn,
+                            worst_phase=True)
+    windows = None if s.budget_window_seconds is None else window_schedule(
+        s.budget_total, charge, s.release_period_seconds, s.budget_window_seconds, *learn)
     return {
         "theta": plan.theta,
         "theta_plain": plain.theta,
@@ -63,22 +71,23 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "noise_sd": plan.noise_sd(),
         "budget_total": s.budget_total,
         "release_period_seconds": s.release_period_seconds,
-        "releases_until_exhausted": schedule.releases,
-        "seconds_until_exhausted": schedule.seconds,
-        "schedule_capped": schedule.exhausted_by_cap,
+        "releases_until_exhausted": aligned.releases if windows is None else
+        windows.releases_min,
+        "seconds_until_exhausted": aligned.seconds if windows is None else
+        windows.lasts_seconds_min,
+        "schedule_capped": False,  # kept for readers: the schedule has no cap (closed form)
         "prior_source": s.prior_source,
-        "window": None if ticks is None else {
-            "seconds": s.budget_window_seconds,
-            "ticks_per_window": ticks,
-            "releases_per_window": schedule.releases,
-            "learning_rounds_per_window": schedule.learning_rounds,
-            "budget_lasts_seconds": schedule.seconds,
-            "runs_out_before_window_end": schedule.releases < ticks,
-        },
+        "window": None if windows is None else _window(s, windows),
         "learning": None if learner is None else {
             "epsilon_learn": learner.epsilon_learn,
             "learn_period_seconds": s.learn_period_seconds,
-            "rounds_until_exhausted": schedule.learning_rounds,
+            "rounds_until_exhausted": aligned.learning_rounds if windows is None else
+            windows.rounds_max,
+            # no window: the most rounds and the fewest releases of any start time
+            "rounds_until_exhausted_max": worst.learning_rounds if windows is None else
+            windows.rounds_max,
+            "releases_until_exhausted_min": worst.releases if windows is None else
+            windows.releases_min,
             "prior_floor": learner.floor,
             "learn_min_mass": learner.min_mass,
             "prior_confidence_beta": s.prior_confidence_beta,
@@ -91,104 +100,80 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "groups_plain": {g: {k.value: t for k, t in row.items()}
                          for g, row in plain.groups.items()},
         "radii": dict(priors.radii),
-        **_failure(s, len(plan.groups), schedule.learning_rounds if learner else None, ticks,
-                   schedule),
+        **_failure(s, len(plan.groups), learner is not None, aligned, worst, windows),
     }
 
 
-def _failure(s: Settings, groups: int, rounds: int | None, ticks: int | None,
-             schedule: Schedule) -> dict[str, Any]:
+def _window(s: Settings, w: WindowSchedule) -> dict[str, Any]:
+    return {
+        "seconds": s.budget_window_seconds,
+        "alignment": "window j covers [j x seconds, (j+1) x seconds) since the epoch; its ticks "
+                     "are the k with k x release_period_seconds in it",
+        "ticks_per_window": w.ticks_min,
+        "ticks_per_window_max": w.ticks_max,
+        "releases_per_window": w.releases_min,
+        "releases_per_window_max": w.releases_max,
+        "learning_rounds_per_window": w.rounds_max,
+        "budget_lasts_seconds": w.lasts_seconds_min,
+        "runs_out_before_window_end": w.runs_out,
+        # exact: every window of the repeating pattern counted; else bounds over every phase
+        "exact": w.distinct_windows is not None,
+        "distinct_windows": w.distinct_windows,
+    }
+
+
+def _failure(s: Settings, groups: int, learned: bool, aligned: Schedule, worst: Schedule,
+             windows: WindowSchedule | None) -> dict[str, Any]:
     """failure_probability, its inputs and the guarantee sentence (module docstring)."""
-    windowed = ticks is not None
-    # Per window: the round in force when the window opens (learned earlier), and one more
-    # because the worker's learning clock starts at the worker's start, not at the window's
-    # (a window can hold one round more than the aligned count `rounds`).
-    carried, offset = (1, 1) if windowed and rounds is not None else (0, 0)
-    if rounds is None:  # declared priors: no radius is learned, nothing can miss
-        used, beta = 0, None
-    else:
-        used, beta = rounds + carried + offset, s.prior_confidence_beta
+    beta = s.prior_confidence_beta if learned else None
+    if windows is not None:  # the rounds of the window plus the round in force when it opens
+        in_horizon, carried, offset = (windows.rounds_max, 1, 0) if learned else (0, 0, 0)
+    else:  # the aligned start's rounds plus what another start time can add
+        in_horizon = aligned.learning_rounds
+        carried, offset = 0, worst.learning_rounds - aligned.learning_rounds
+    used = in_horizon + carried + offset
     p = 0.0 if beta is None else radius_failure_bound(groups, used, beta)
     bound = {
         "groups": groups,
         "learning_rounds": used,
-        "learning_rounds_in_horizon": 0 if rounds is None else rounds,
+        "learning_rounds_in_horizon": in_horizon,
         "carried_in_rounds": carried,
         "clock_offset_rounds": offset,
         "beta_per_round": beta,
-        "horizon": "window" if windowed else "until_exhausted",
-        # until_exhausted: the time of the last release (schedule_capped: the replay's cap)
-        "horizon_seconds": s.budget_window_seconds if windowed else schedule.seconds,
+        "horizon": "until_exhausted" if windows is None else "window",
+        # until_exhausted: the time of the last release (the longest of any start)
+        "horizon_seconds": aligned.seconds if windows is None else s.budget_window_seconds,
         "formula": "min(1, groups * learning_rounds * beta_per_round); 0 for declared priors",
+        "horizon_unbounded": windows is not None,
+        "over_k_windows": None if windows is None else {
+            "loss": "k * budget_total",
+            "failure_probability": "min(1, groups * (k * learning_rounds_in_horizon + "
+                                   "carried_in_rounds) * beta_per_round); 0 for declared priors",
+        },
     }
     total = f"budget_total = {s.budget_total:g}"
     tail = ("" if beta is None else
             f", except with probability <= {p:.3g} = {groups} groups x {used} learning rounds x "
             f"beta {beta:g} (a learned radius misses its true law)")
-    if windowed:
+    if windows is not None:
+        k_tail = ("" if beta is None else
+                  f", except with probability <= min(1, {groups} groups x (k x {in_horizon} + "
+                  f"{carried}) learning rounds x beta {beta:g})")
         text = (f"each privacy window of {s.budget_window_seconds:g} s: its outputs are "
                 f"({total})-pufferfish private for every configured pair conditionally on the "
                 "outputs of earlier windows (their laws, radii and theta carry into the window)"
-                f"{tail}; over k windows the loss is at most k x budget_total")
+                f"{tail}; over k consecutive windows the loss is at most k x budget_total"
+                f"{k_tail}. The horizon is unbounded: the budget renews every window for as "
+                "long as the deployment runs, so no total over its whole life is bounded")
     else:
         text = (f"total loss <= {total} for every configured pair over everything the "
                 f"deployment publishes{tail}")
     return {"failure_probability": p, "failure_bound": bound, "guarantee": text}
 
 
-def _text(summary: dict[str, Any]) -> str:
-    lines = [f"{'group':<16} {'radius':>7} {'pair':<24} {'theta':>10} {'plain theta':>12}"]
-    for group, row in summary["groups"].items():
-        for pair, theta in row.items():
-            plain = summary["groups_plain"][group][pair]
-            lines.append(f"{group:<16} {summary['radii'][group]:>7.4g} {pair:<24} "
-                         f"{theta:>10.6g} {plain:>12.6g}")
-    learning, window = summary["learning"], summary["window"]
-    lines += [
-        "",
-        f"theta {summary['theta']:.6g} (plain, radius 0: {summary['theta_plain']:.6g}; "
-        f"binding: group {summary['binding_group']}, "
-        f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g})",
-        f"noise standard deviation {summary['noise_sd']:.6g}",
-        f"charge per release {summary['charge_per_release']:.6g} "
-        f"(epsilon {summary['epsilon']:g}; more when spread/theta is larger: docs/privacy.md)",
-        f"budget {summary['budget_total']:g}: {summary['releases_until_exhausted']} releases, "
-        f"{summary['seconds_until_exhausted']:g} s at one per "
-        f"{summary['release_period_seconds']:g} s"
-        + ("" if learning is None else
-           f", with {learning['rounds_until_exhausted']} learning rounds of epsilon_learn "
-           f"{learning['epsilon_learn']:g} every {learning['learn_period_seconds']:g} s"),
-    ]
-    if window is not None:
-        lines.append(
-            f"privacy window {window['seconds']:g} s (budget_total per window): "
-            f"{window['releases_per_window']} of {window['ticks_per_window']} ticks release, "
-            f"the budget lasts {window['budget_lasts_seconds']:g} s of each window")
-        if window["runs_out_before_window_end"]:
-            lines.append("warning: the budget runs out before the window ends: no release "
-                         "for the rest of each window (raise budget_total, lower epsilon, "
-                         "or shorten the window)")
-    bound = summary["failure_bound"]
-    lines.append(
-        f"failure probability {summary['failure_probability']:.3g} "
-        + ("(declared priors: no learned radius)" if bound["beta_per_round"] is None else
-           f"= {bound['groups']} groups x {bound['learning_rounds']} learning rounds x beta "
-           f"{bound['beta_per_round']:g}, "
-           + ("per privacy window (the rounds in it + 1 carried in + 1 for the learning "
-              "clock's offset)"
-              if bound["horizon"] == "window" else "until the budget is exhausted")))
-    lines.append(f"guarantee: {summary['guarantee']}")
-    if learning is not None:
-        lines.append("learned priors: theta follows the published rounds (laws and radii); these "
-                     "figures are for the starting laws (radius 2 without a declared law); a "
-                     "round's radius needs a noisy group mass above "
-                     f"{learning['noise_tail_users']:.4g} users")
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="pufferfish plan", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser = arguments.CommandParser("pufferfish plan", DESCRIPTION)
+    arguments.add_config(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
@@ -199,5 +184,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:
-        print(_text(summary))
+        print(plan_text(summary))
     return 0 if math.isfinite(summary["charge_per_release"]) else 2

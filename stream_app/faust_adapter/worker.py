@@ -118,7 +118,6 @@ class PufferfishApp:
         self.releaser = Releaser(s, self.metrics, self.priors, self.latest_partials,
                                  self.owns_release, plan=plan)
         self.metrics.reports_held_limit.labels(scope="user").set(s.max_held_reports_per_user)
-        self.metrics.reports_held_limit.labels(scope="worker").set(s.max_held_reports)
 
         app.agent(self.inputs, name="process")(self.input.process)
         app.agent(self.partials_topic, name="collect")(self._collect)

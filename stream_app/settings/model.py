@@ -21,12 +21,15 @@ from pydantic_settings import (
 
 from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
+from stream_app.settings import broker_url
 from stream_app.settings.store import StoreUrl, check_standbys
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {
     "release_every_events": "removed: releases happen on the public clock only "
     "(release_period_seconds); an event-count trigger would publish event counts",
+    "max_held_reports": "removed: a bound shared by every user let one user's held reports "
+    "decide whether another's count; max_held_reports_per_user bounds them (docs/operations.md)",
 }
 
 # what an empty list of each says (one validator checks both)
@@ -93,11 +96,9 @@ class Settings(BaseSettings):
     # replays are recognised by input offset: docs/design.md, "Per-user order").
     dedup_window: int = Field(default=64, ge=1, le=100_000)
     # A report of a user who has not joined is held in the user's state this long (the worker's
-    # clock), applied when the join arrives, then dead-lettered not_present
-    # (stream_app/domain/hold.py).
+    # clock), applied at the join, else dead-lettered not_present (stream_app/domain/hold.py).
     join_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
     max_held_reports_per_user: int = Field(default=64, ge=0, le=100_000)
-    max_held_reports: int = Field(default=100_000, ge=0, le=100_000_000)
     grid_log2: int = Field(default=-10, ge=-60, le=60)
 
     # --- serving --------------------------------------------------------------------------
@@ -109,6 +110,8 @@ class Settings(BaseSettings):
     store: StoreUrl = "memory://"  # or "rocksdb://" (settings/store.py)
     table_standby_replicas: int = Field(default=0, ge=0, le=8)  # RocksDB only
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
+    # a dead letter's raw: null, or the record's first 256 bytes (values!) to re-send (privacy.md)
+    deadletter_include_raw: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
     # batch, so the reader also waits for this much quiet before trusting the end).
@@ -218,10 +221,7 @@ class Settings(BaseSettings):
     @field_validator("broker")
     @classmethod
     def _broker_url(cls, v: str) -> str:
-        hosts = v.split("://", 1)[1] if "://" in v else v
-        if not hosts or any(":" not in h for h in hosts.split(",")):
-            raise ValueError("must look like kafka://host:port[,host:port]")
-        return v
+        return broker_url.checked(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -247,4 +247,4 @@ class Settings(BaseSettings):
     @property
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
-        return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
+        return broker_url.bootstrap(self.broker)

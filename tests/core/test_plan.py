@@ -425,7 +425,7 @@ def test_draw_refuses_off_grid_values(issue_plan: ReleasePlan) -> None:
 )
 def test_schedule_without_learning(total: float, charge: float, releases: int) -> None:
     got = budget_schedule(total, charge, 10.0)
-    assert got == Schedule(releases, 0, releases * 10.0, False)
+    assert got == Schedule(releases, 0, releases * 10.0)
 
 
 def simulate(total: str, release: str, period: int, learn: str | None, learn_period: int | None,
@@ -456,7 +456,6 @@ def test_schedule_with_learning_by_hand() -> None:
     got = budget_schedule(100, 1.0, 10.0, 0.1, 60.0)
     assert (got.releases, got.learning_rounds, got.seconds) == (98, 16, 980.0)
     assert simulate("100", "1", 10, "0.1", 60) == (98, 16, 980)
-    assert not got.exhausted_by_cap
 
 
 @pytest.mark.parametrize(
@@ -478,13 +477,12 @@ def test_schedule_matches_an_independent_loop(
     assert (got.releases, got.learning_rounds, got.seconds) == simulate(
         total, release, period, learn, learn_period
     )
-    assert not got.exhausted_by_cap
 
 
 def test_schedule_edge_cases_by_hand() -> None:
-    assert budget_schedule(2.0, 1.0, 10.0, 0.5, 20.0) == Schedule(1, 1, 10.0, False)
-    assert budget_schedule(1.05, 1.0, 10.0, 0.1, 10.0) == Schedule(0, 1, 0.0, False)
-    assert budget_schedule(0.5, 1.0, 10.0) == Schedule(0, 0, 0.0, False)
+    assert budget_schedule(2.0, 1.0, 10.0, 0.5, 20.0) == Schedule(1, 1, 10.0)
+    assert budget_schedule(1.05, 1.0, 10.0, 0.1, 10.0) == Schedule(0, 1, 0.0)
+    assert budget_schedule(0.5, 1.0, 10.0) == Schedule(0, 0, 0.0)
 
 
 def test_learning_due_ticks() -> None:
@@ -500,16 +498,8 @@ def test_learning_due_ticks() -> None:
     assert [rounds_due(t, 10.0, 25.0) for t in range(0, 9)] == [0, 0, 0, 1, 1, 2, 2, 2, 3]
 
 
-def test_schedule_cap() -> None:
-    got = budget_schedule(100.0, 1.0, 10.0, max_ticks=5)
-    assert got == Schedule(5, 0, 50.0, True)
-    got = budget_schedule(100.0, 1.0, 10.0, 0.1, 25.0, max_ticks=10)
-    assert got == Schedule(10, 4, 100.0, True)
-    assert not budget_schedule(100.0, 1.0, 10.0, max_ticks=1000).exhausted_by_cap
-
-
 def test_infinite_charge_never_releases() -> None:
-    assert budget_schedule(100.0, math.inf, 10.0) == Schedule(0, 0, 0.0, False)
+    assert budget_schedule(100.0, math.inf, 10.0) == Schedule(0, 0, 0.0)
 
 
 # ---- radius_failure_bound: the union bound G x R x beta (docs/privacy.md) --------------------

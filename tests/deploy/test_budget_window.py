@@ -46,9 +46,8 @@ def budget_problems(plan: dict[str, Any]) -> list[str]:
         problems.append(f"the last release is at {window['budget_lasts_seconds']:g} s")
     learning = plan["learning"]
     if learning is not None:
-        # A window can hold one learning round more than the plan's aligned count: the worker's
-        # learning clock starts with the worker, not with the window (docs/privacy.md).
-        rounds = window["learning_rounds_per_window"] + 1
+        # the most rounds of any window (windows and the learning clock are the epoch's)
+        rounds = window["learning_rounds_per_window"]
         needed = ticks * plan["charge_per_release"] + rounds * learning["epsilon_learn"]
         if needed > plan["budget_total"]:
             problems.append(f"{ticks} releases of {plan['charge_per_release']:g} and {rounds} "
@@ -76,10 +75,10 @@ def test_the_check_fails_without_a_window_or_with_too_small_a_budget(
     short = {**plan, "window": {**window, "releases_per_window": window["ticks_per_window"] - 1,
                                 "runs_out_before_window_end": True}}
     assert budget_problems(short)
-    # exactly enough for the aligned rounds, not for the extra one
+    # enough for every release but half a learning round short
     ticks, learning = window["ticks_per_window"], plan["learning"]
     tight = ticks * plan["charge_per_release"] + (
-        window["learning_rounds_per_window"] + 0.5) * learning["epsilon_learn"]
+        window["learning_rounds_per_window"] - 0.5) * learning["epsilon_learn"]
     assert budget_problems({**plan, "budget_total": tight})
 
 

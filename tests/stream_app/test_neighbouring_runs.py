@@ -23,10 +23,13 @@ from core.plan import release_plan
 from core.vocabulary import PairKind, Rule
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
+from stream_app.metrics_page import sample
 from tests.kafka_helpers import consume_all, json_values
+from tests.reliability.harness import users_changelog
 from tests.stream_app.worker_proc import (
     Worker,
     plan_json,
+    scrape,
     send,
     start_worker,
     wait_handled,
@@ -184,3 +187,75 @@ def test_learned_theta_is_recomputed_from_the_priors_topic(
                             [float(x) for x in DOMAIN])
         assert release["theta"] == plan.theta, release
         assert release["charge"] == plan.charge()
+
+
+def _early_events(now: float, with_i: bool) -> tuple[list[tuple[str, dict]],
+                                                     list[tuple[str, dict]], dict[str, int]]:
+    """Reports that all come before their users' joins: user i's 3 first (with_i), then 20
+    users with 0..4 each; the joins after. Also each user's early report count."""
+    early = {"i": 3} if with_i else {}
+    early.update({f"u{n}": n % 5 for n in range(20)})
+    reports = [(u, {"user_id": u, "value": (len(u) * 7 + ord(u[-1]) + k) % 9,
+                    "report_id": f"{u}-{k}", "ts": now + k})
+               for u, count in early.items() for k in range(count)]
+    joins = [(u, {"user_id": u, "event": "join", "group": "g1", "ts": now + 10})
+             for u in early]
+    return reports, joins, early
+
+
+def _hold_run(broker: EmbeddedBroker, tmp_path: Path, tag: str, with_i: bool, per_user: int,
+              now: float) -> tuple[dict[str, Any], set[tuple[Any, ...]]]:
+    """One worker on the early reports (held or refused before any join), then the joins: the
+    other users' states from the users changelog and their dead letters."""
+    tmp_path.mkdir()
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps(LAWS))
+    asyncio.run(create_topics(broker.bootstrap, {f"reports-{tag}": 2, f"membership-{tag}": 2}))
+    settings = _settings(tag, priors, max_held_reports_per_user=str(per_user),
+                         deadletter_include_raw="true")  # which reports were refused: raw
+    worker = start_worker(worker_env(broker, tmp_path, **settings), tmp_path, f"w-{tag}")
+    try:
+        reports, joins, early = _early_events(now, with_i)
+        held = sum(min(c, per_user) for c in early.values())
+        refused = sum(max(0, c - per_user) for c in early.values())
+        send(broker.bootstrap, f"reports-{tag}", reports)
+        wait_until(lambda: worker_sample(worker, "pufferfish_reports_held") == held and
+                   worker_sample(worker, "pufferfish_events_rejected_total",
+                                 reason="not_present") == refused,
+                   90, f"{held} reports held and {refused} refused in run {tag}")
+        n = refused + send(broker.bootstrap, f"membership-{tag}", joins)
+        wait_handled([worker], n + held, timeout=90)  # the held reports count at their joins
+        states = users_changelog(broker.bootstrap, f"nb-{tag}")
+        letters = json_values(asyncio.run(consume_all(broker.bootstrap, f"deadletter-{tag}",
+                                                      timeout=1.0)))
+    finally:
+        worker.stop()
+    assert set(states) == set(early)
+    dead = {(json.loads(d["raw"])["user_id"], json.loads(d["raw"])["report_id"], d["reason"])
+            for d in letters}
+    assert len(dead) == refused
+    # "o": the input offsets a state reflects, which i's records shift; the rest is data
+    return ({u: {k: v for k, v in st.items() if k != "o"} for u, st in states.items()
+             if u != "i"}, {d for d in dead if d[0] != "i"})
+
+
+@pytest.mark.slow
+def test_one_users_early_reports_never_decide_whether_others_count(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Neighbouring inputs on the real worker: with and without user i's 3 early reports, every
+    other user's state in the users changelog (so the exact sum of their contributions) and
+    their dead letters are the same, with a per-user bound of 2 (docs/privacy.md, "Reports held
+    until a join"). The removed worker-wide bound failed this (issue 35)."""
+    per_user, now = 2, time.time()
+    with_i = _hold_run(broker, tmp_path / "with", "hold-with", True, per_user, now)
+    without_i = _hold_run(broker, tmp_path / "without", "hold-without", False, per_user, now)
+    assert with_i == without_i
+    # an independent count: each other user holds min(count, 2) reports, all applied at the join
+    for user, count in _early_events(now, False)[2].items():
+        assert sum(with_i[0][user]["counts"]) == min(count, per_user), user
+        assert with_i[0][user]["present"] is True
+
+
+def worker_sample(worker: Worker, name: str, **labels: str) -> float:
+    return sample(scrape(worker.metrics_port), name, labels) or 0.0

@@ -76,13 +76,13 @@ def test_a_report_before_its_join_is_held_then_counted_at_the_join() -> None:
     assert f.ingest.handle_batch([f.report("a", 2.0, "r1", 1.0)]) == []
     assert not f.state("a").present and len(f.state("a").held) == 1
     assert f.sample("pufferfish_reports_held") == 1
-    assert f.sample("pufferfish_events_consumed_total", kind="report") == 0
+    assert f.sample("pufferfish_events_applied_total", kind="report") == 0
     assert f.ingest.handle_batch([f.join("a", 3.0)]) == []  # the join came later than the report
     st = f.state("a")
     assert st.present and st.held == () and st.counts == (0, 0, 1, 0)
     assert st.value_units == 2 * 1024  # grid 2**-10
     assert f.exact_sum_units() == 2 * 1024
-    assert f.sample("pufferfish_events_consumed_total", kind="report") == 1
+    assert f.sample("pufferfish_events_applied_total", kind="report") == 1
     assert f.sample("pufferfish_reports_held") == 0
 
 
@@ -117,16 +117,86 @@ def test_a_report_whose_user_never_joins_is_dead_lettered_after_the_grace(
     assert f.state("a").counts == (0, 0, 0, 0)  # expired: not applied at a later join
 
 
-def test_held_reports_are_bounded_per_user_and_per_worker() -> None:
-    f = Feed(max_held_reports_per_user=2, max_held_reports=3)
+def test_held_reports_are_bounded_per_user_only() -> None:
+    f = Feed(max_held_reports_per_user=2)
     recs = [f.report("a", 1.0, f"r{i}", float(i)) for i in range(3)]
     letters = f.ingest.handle_batch(recs)
     assert [(x.reason, x.offset) for x in letters] == [("not_present", 2)]
     assert "max_held_reports_per_user=2" in (letters[0].detail or "")
-    other = [u for u in (f"b{i}" for i in range(50)) if home(u) == home("a")][:2]
-    letters = f.ingest.handle_batch([f.report(u, 1.0, "x", 1.0) for u in other])
-    assert [x.reason for x in letters] == ["not_present"]  # the worker's bound: 3
-    assert "max_held_reports=3" in (letters[0].detail or "")
+    # 300 other users on the same partition, 2 each: every one held (no bound across users)
+    other = [u for u in (f"b{i}" for i in range(700)) if home(u) == home("a")][:300]
+    assert len(other) == 300
+    recs = [f.report(u, 1.0, f"x{k}", 1.0) for u in other for k in range(2)]
+    assert f.ingest.handle_batch(recs) == []
+    assert f.sample("pufferfish_reports_held") == 2 + 600
+
+
+def _neighbour_run(per_user: int, secret: list[float], batch: int) -> tuple[
+        dict[str, Any], int, set[tuple[str, str, str]]]:
+    """The rest of the population (fixed) and user i's early reports ``secret``: every user's
+    reports come before its join; i's are interleaved with the rest's. Returns the rest's
+    states, the exact sum without i's contribution, and the rest's dead letters."""
+    f = Feed(max_held_reports_per_user=per_user)
+    rest = [f"u{n}" for n in range(40)]
+    early: list[Record] = []
+    for n, user in enumerate(rest):
+        for k in range(n % 5):  # 0..4 early reports each: some beyond a small per-user bound
+            early.append(f.report(user, float((n + k) % 4), f"{user}-{k}", 1.0 + k))
+        if n % 8 == 3:  # i's early reports sit between the rest's
+            early.extend(f.report("i", v, f"i-{len(early)}-{v}", 1.5)
+                         for v in secret[n // 8::5])
+    joins = [f.join(u, 10.0) for u in [*rest, "i"]]
+    records = [*early, *joins, f.report("u1", 3.0, "late-u1", 11.0)]
+    letters = []
+    for start in range(0, len(records), batch):
+        letters += f.ingest.handle_batch(records[start:start + batch])
+    mine = f.state("i") if "i" in f.store.users else None
+    own = (mine.value_units or 0) if mine is not None and mine.present else 0
+    states = {u: (f.state(u).present, f.state(u).counts, f.state(u).value_units,
+                  f.state(u).held) for u in rest}
+    dead = {(json.loads(x.raw or b"{}").get("user_id"), json.loads(x.raw or b"{}").get(
+        "report_id"), x.reason) for x in letters}
+    return states, f.exact_sum_units() - own, {d for d in dead if d[0] != "i"}
+
+
+@pytest.mark.parametrize("per_user", [1, 2, 3, 64])
+@pytest.mark.parametrize("batch", [1, 7, 500])
+def test_user_i_early_reports_never_decide_whether_another_users_count(
+        per_user: int, batch: int) -> None:
+    """Neighbouring inputs: with and without user i's early reports (3, then 12 of them,
+    beyond the per-user bound), every other user's state, dead letters and the exact sum of
+    their contributions are the same, at every bound and batch size (docs/privacy.md, "Reports
+    held until a join"). The removed worker-wide bound failed this: with the rest holding the
+    bound minus 3, i's 3 reports dead-lettered three other users' reports."""
+    without = _neighbour_run(per_user, [], batch)
+    assert without[1] > 0  # the rest counts
+    assert bool(without[2]) == (per_user < 4)  # beyond a small bound some of it is refused
+    for secret in ([2.0, 3.0, 1.0], [float(v % 4) for v in range(12)]):
+        assert _neighbour_run(per_user, secret, batch) == without
+
+
+def test_the_newest_ts_is_the_value_an_older_report_only_enters_the_histogram() -> None:
+    # docs/design.md, "A user's value: the newest ts wins"; grid 2**-10: value v is v x 1024
+    f = Feed()
+    assert f.ingest.handle_batch([f.join("a", 1.0), f.report("a", 2.0, "r1", 10.0)]) == []
+    assert (f.state("a").value_units, f.state("a").counts) == (2 * 1024, (0, 0, 1, 0))
+    # arrives later but was produced earlier (ts 5 < 10): histogram yes, value no
+    assert f.ingest.handle_batch([f.report("a", 3.0, "r2", 5.0)]) == []
+    st = f.state("a")
+    assert (st.value_units, st.value_ts, st.counts) == (2 * 1024, 10.0, (0, 0, 1, 1))
+    assert f.exact_sum_units() == 2 * 1024
+    # the same ts as the value: the later one wins
+    f.ingest.handle_batch([f.report("a", 1.0, "r3", 10.0)])
+    assert (f.state("a").value_units, f.state("a").counts) == (1024, (0, 1, 1, 1))
+    # newer: replaces
+    f.ingest.handle_batch([f.report("a", 0.0, "r4", 11.0)])
+    assert (f.state("a").value_units, f.state("a").value_ts) == (0, 11.0)
+    assert f.state("a").counts == (1, 1, 1, 1) and f.exact_sum_units() == 0
+    # held reports in any arrival order: applied oldest ts first at the join, the newest wins
+    f.ingest.handle_batch([f.report("b", 3.0, "b1", 7.0), f.report("b", 1.0, "b2", 4.0)])
+    f.ingest.handle_batch([f.join("b", 1.0)])
+    assert (f.state("b").value_units, f.state("b").counts) == (3 * 1024, (0, 1, 0, 1))
+    assert f.exact_sum_units() == 3 * 1024
 
 
 def test_grace_zero_refuses_at_once() -> None:
@@ -206,7 +276,7 @@ def test_one_topic_for_both_kinds_keeps_the_producers_order() -> None:
     assert f.ingest.handle_batch(records) == []
     st = f.state("a")
     assert not st.present and st.counts == (0, 0, 0, 1) and st.left_ts == 3.0
-    assert f.sample("pufferfish_events_consumed_total", kind="membership") == 2
+    assert f.sample("pufferfish_events_applied_total", kind="membership") == 2
     assert f.sample("pufferfish_events_ignored_total", reason="late_after_leave") == 1
     assert f.ingest.handle_batch(records) == []  # a replay: one offset sequence for the topic
     assert f.sample("pufferfish_events_ignored_total", reason="replayed") == 4

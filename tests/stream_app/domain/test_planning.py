@@ -22,6 +22,7 @@ import pytest
 
 from core.auditor import audit
 from core.distribution import Distribution
+from stream_app.domain.plan_text import plan_text
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
 from tests.cli_batch import Job, run_jobs
@@ -44,9 +45,13 @@ JSON_KEYS = {
     "failure_probability", "failure_bound", "guarantee",
 }
 FAILURE_KEYS = {"groups", "learning_rounds", "learning_rounds_in_horizon", "carried_in_rounds",
-                "clock_offset_rounds",
-                "beta_per_round", "horizon", "horizon_seconds", "formula"}
+                "clock_offset_rounds", "beta_per_round", "horizon", "horizon_seconds", "formula",
+                "horizon_unbounded", "over_k_windows"}
 
+
+# the issue's long horizon: 1e6 budget, 2 groups, beta 1e-6, learning 0.5 every 100 s
+MILLION = {"budget_total": 1e6, "groups": ["a", "b"], "default_group": "a",
+           "prior_confidence_beta": 1e-6, "epsilon_learn": 0.5, "learn_period_seconds": 100}
 
 pytestmark = [pytest.mark.usefixtures("clean_env"), pytest.mark.slow,
               pytest.mark.xdist_group("test_planning")]
@@ -65,15 +70,20 @@ def _passes_exactly(a: Distribution, b: Distribution, theta: float, eps: float) 
 
 
 def _replay(total: str, charge: float, period: float, learn: float | None,
-            learn_period: float | None) -> tuple[int, int, float]:
+            learn_period: float | None, learn_from: Fraction | None = None
+            ) -> tuple[int, int, float]:
     """Hand replay of the public clock: each tick a learning round first when one is due
-    (the first tick at or after each multiple of learn_period), then a release; the first
-    charge that does not fit stops everything. Exact decimal sums."""
+    (the first tick at or after each learning time: learn_from (default learn_period), then
+    every learn_period), then a release; the first charge that does not fit stops everything.
+    learn_from just above 0: the first tick learns (the start with the most rounds). Exact
+    decimal sums."""
     budget, spent = Fraction(total), Fraction(0)
     c, lc = Fraction(repr(charge)), Fraction(repr(learn)) if learn else None
     releases = rounds = 0
     last = 0.0
-    next_learn = Fraction(repr(learn_period)) if learn_period else None
+    next_learn = None
+    if learn_period:
+        next_learn = Fraction(repr(learn_period)) if learn_from is None else learn_from
     tick = 0
     while True:
         tick += 1
@@ -89,6 +99,9 @@ def _replay(total: str, charge: float, period: float, learn: float | None,
         spent += c
         releases += 1
         last = float(now)
+
+
+FIRST_TICK_LEARNS = Fraction(1, 10**9)
 
 
 # ---- plan_summary (in-process) ---------------------------------------------------------------
@@ -221,8 +234,10 @@ def test_learn_period_not_a_multiple_of_release_period() -> None:
 # ---- failure probability of learned priors: groups x learning rounds x beta (union bound) ----
 def test_failure_learned_no_window_is_g_r_beta_until_exhausted() -> None:
     # three learned groups, uniform starts on {0, 1, 2, 3}, value_presence bound: theta 3 / 0.5,
-    # charge 0.5; learning 0.1 every 60 s, release every 10 s: 193 releases, 32 rounds (hand
-    # count in test_learned_bound_schedule_replayed_by_hand, same clock and charges)
+    # charge 0.5; learning 0.1 every 60 s, release every 10 s: 193 releases, 32 rounds from
+    # tick 1 (hand count in test_learned_bound_schedule_replayed_by_hand). A first tick that
+    # learns (rounds on ticks 1, 7, 13, ...): after t ticks 0.5 t + 0.1 ceil(t / 6); t = 193
+    # costs 96.5 + 3.3 = 99.8, t = 194 is over and does not learn: 193 releases, 33 rounds.
     beta = 2e-5
     s = _settings(domain=[0, 1, 2, 3], pairs=["value_presence"], rule="bound", epsilon=0.5,
                  epsilon_learn=0.1, learn_period_seconds=60, release_period_seconds=10,
@@ -231,44 +246,114 @@ def test_failure_learned_no_window_is_g_r_beta_until_exhausted() -> None:
     assert set(got) == JSON_KEYS
     releases, rounds, seconds = _replay("100", 0.5, 10.0, 0.1, 60.0)
     assert (releases, rounds) == (193, 32)
-    expected = 3 * 32 * beta
+    assert _replay("100", 0.5, 10.0, 0.1, 60.0, FIRST_TICK_LEARNS)[:2] == (193, 33)
+    expected = 3 * 33 * beta
     assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
     bound = got["failure_bound"]
     assert set(bound) == FAILURE_KEYS
-    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 32, beta)
-    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"]) == (32, 0)
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 33, beta)
+    assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"],
+            bound["clock_offset_rounds"]) == (32, 0, 1)
     assert bound["horizon"] == "until_exhausted" and bound["horizon_seconds"] == seconds
+    assert bound["horizon_unbounded"] is False and bound["over_k_windows"] is None
+    assert got["learning"]["rounds_until_exhausted_max"] == 33
+    assert got["learning"]["releases_until_exhausted_min"] == 193
     assert "total loss <= budget_total = 100" in got["guarantee"]
-    assert f"{expected:.3g}" in got["guarantee"] and "3 groups x 32 learning rounds" in (
+    assert f"{expected:.3g}" in got["guarantee"] and "3 groups x 33 learning rounds" in (
         got["guarantee"])
 
 
 def test_failure_learned_with_windows_is_per_window_plus_the_round_carried_in() -> None:
-    # window 120 s = 12 ticks of 10 s; rounds due at ticks 6 and 12 (60 s, 120 s); charges
-    # 12 x 1 + 2 x 0.1 = 12.2 <= 100: 2 rounds in the window, plus the round in force when the
-    # window opens (learned in an earlier window), plus one because the worker's learning clock
-    # starts with the worker, not with the window (the aligned count is not an upper bound: a
-    # learn period longer than the window counts 0 rounds, a misaligned window holds 1):
-    # 4 rounds' radii per window
+    # window j = [120 j, 120 (j+1)) s holds the ticks at 120 j + 0, 10, ..., 110 (12 ticks);
+    # learning at the multiples of 60 s: 120 j and 120 j + 60, 2 rounds; charges 12 x 1 + 2 x
+    # 0.1 = 12.2 <= 100. The radii a window relies on: its 2 rounds plus the round in force
+    # when it opens (learned in an earlier window): 3 per window. The learning clock is the
+    # epoch's, as the windows are: no round for an offset.
     beta = 1e-4
     s = _settings(groups=["a", "b", "c"], default_group="a", budget_window_seconds=120,
                   prior_confidence_beta=beta)
     got = plan_summary(s)
-    assert got["window"]["learning_rounds_per_window"] == 2
-    expected = 3 * (2 + 1 + 1) * beta
+    window = got["window"]
+    assert window["learning_rounds_per_window"] == 2
+    assert (window["ticks_per_window"], window["ticks_per_window_max"]) == (12, 12)
+    assert (window["releases_per_window"], window["releases_per_window_max"]) == (12, 12)
+    assert window["exact"] and window["distinct_windows"] == 1
+    expected = 3 * (2 + 1) * beta
     assert got["failure_probability"] == pytest.approx(expected, rel=1e-12)
     bound = got["failure_bound"]
-    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 4, beta)
+    assert (bound["groups"], bound["learning_rounds"], bound["beta_per_round"]) == (3, 3, beta)
     assert (bound["learning_rounds_in_horizon"], bound["carried_in_rounds"],
-            bound["clock_offset_rounds"]) == (2, 1, 1)
+            bound["clock_offset_rounds"]) == (2, 1, 0)
     assert bound["horizon"] == "window" and bound["horizon_seconds"] == 120.0
+    assert bound["horizon_unbounded"] is True
+    assert bound["over_k_windows"]["loss"] == "k * budget_total"
     assert "conditionally on the outputs of earlier windows" in got["guarantee"]
-    assert "k x budget_total" in got["guarantee"]
+    # every total-loss sentence has its failure probability: over k windows, 3 (2k + 1) beta
+    assert ("over k consecutive windows the loss is at most k x budget_total, except with "
+            "probability <= min(1, 3 groups x (k x 2 + 1) learning rounds x beta 0.0001)"
+            ) in got["guarantee"]
+    assert "The horizon is unbounded" in got["guarantee"]
+
+
+def test_windows_that_differ_are_each_counted() -> None:
+    # 90 s windows, 10 s ticks, learning 0.5 every 60 s, budget 8 at 1 per release. Even
+    # windows open on a multiple of 60 s: learn 0.5, 6 releases (6.5), the 7th tick (60 s)
+    # learns and releases (8), the 8th is over. Odd windows open 30 s past one: 3 releases,
+    # the 4th tick learns (3.5), ticks 4..7 release (7.5), the 8th is over. So 7 of 9 ticks
+    # release in every window, the 8th (70 s in) is refused, at most 2 rounds a window.
+    beta = 1e-6
+    s = _settings(domain=[0, 2], pairs=["value_presence"], rule="bound", epsilon=1.0,
+                  budget_total=8.0, epsilon_learn=0.5, budget_window_seconds=90,
+                  prior_confidence_beta=beta)
+    got = plan_summary(s)
+    assert got["charge_per_release"] == 1.0
+    window = got["window"]
+    assert (window["releases_per_window"], window["releases_per_window_max"]) == (7, 7)
+    assert (window["ticks_per_window"], window["learning_rounds_per_window"]) == (9, 2)
+    assert window["runs_out_before_window_end"] and window["budget_lasts_seconds"] == 70.0
+    assert window["distinct_windows"] == 2
+    assert got["failure_bound"]["learning_rounds"] == 3
+    assert got["failure_probability"] == pytest.approx(3 * beta, rel=1e-12)
+
+
+def test_windows_beyond_the_enumeration_say_they_are_bounds() -> None:
+    # 0.7 s ticks, 100.3 s windows, learning every 61.13 s: the pattern repeats after 42791
+    # windows (in 0.01 s units: lcm(70, 6113) / gcd(10030, 427910)), more than are counted;
+    # a window holds 143 or 144 ticks (100.3 / 0.7 = 143.3)
+    s = _settings(budget_total=9.0, epsilon=0.1, release_period_seconds=0.7,
+                  budget_window_seconds=100.3, epsilon_learn=0.5, learn_period_seconds=61.13)
+    got = plan_summary(s)
+    window = got["window"]
+    assert window["exact"] is False and window["distinct_windows"] is None
+    assert (window["ticks_per_window"], window["ticks_per_window_max"]) == (143, 144)
+    text = plan_text(got)
+    assert "bounds over every phase" in text and "the budget lasts at least" in text
+    assert "(bounds: at least these releases, at most these rounds)" in text
+
+
+def test_budget_of_a_million_is_counted_over_the_whole_horizon() -> None:
+    # The issue's case: budget 1e6, 2 groups, beta 1e-6, learning 0.5 every 100 s, release 1
+    # every 10 s. From tick 1: t + 0.5 floor(t / 10) <= 1e6 up to t = 952381 (exactly 1e6):
+    # 952381 releases, 95238 rounds (the old replay stopped at 200,000 ticks: 20,000 rounds,
+    # 0.04). A first tick that learns: t + 0.5 ceil(t / 10); t = 952380 costs 999999, tick
+    # 952381 learns (999999.5) and its release is over: 95239 rounds. 2 x 95239 x 1e-6.
+    s = _settings(budget_total=1e6, groups=["a", "b"], default_group="a",
+                  prior_confidence_beta=1e-6, epsilon_learn=0.5, learn_period_seconds=100)
+    got = plan_summary(s)
+    assert got["charge_per_release"] == 1.0
+    assert (got["releases_until_exhausted"], got["learning"]["rounds_until_exhausted"]) == (
+        952381, 95238)
+    assert got["learning"]["rounds_until_exhausted_max"] == 95239
+    assert got["learning"]["releases_until_exhausted_min"] == 952380
+    assert got["seconds_until_exhausted"] == 9523810.0
+    assert got["schedule_capped"] is False
+    assert got["failure_bound"]["learning_rounds"] == 95239
+    assert got["failure_probability"] == pytest.approx(0.190478, rel=1e-12)
 
 
 def test_failure_probability_is_capped_at_one() -> None:
-    got = plan_summary(_settings(prior_confidence_beta=0.5))  # 1 group x 16 rounds x 0.5 = 8
-    assert got["failure_bound"]["learning_rounds"] == 16
+    got = plan_summary(_settings(prior_confidence_beta=0.5))  # 1 group x 17 rounds x 0.5 = 8.5
+    assert got["failure_bound"]["learning_rounds"] == 17
     assert got["failure_probability"] == 1.0
 
 
@@ -334,6 +419,11 @@ def _cases(d: Path) -> dict[str, list[str]]:
         "three-groups-text": ["--config", str(d / "three-groups.json")],
         "defaults-json": ["--json"],
         "defaults-text": [],
+        "million-json": ["--json", "--config", _config(d, "million", MILLION)],
+        "million-text": ["--config", str(d / "million.json")],
+        "windows-text": ["--config", _config(d, "windows", {
+            "groups": ["a", "b", "c"], "default_group": "a", "budget_window_seconds": 120,
+            "prior_confidence_beta": 1e-4})],
         "bad-epsilon-learn": ["--config", _config(d, "el", {"epsilon_learn": 0})],
         "bad-prior-floor": ["--config", _config(d, "pf", {"prior_floor": 1.5})],
         "bad-support": ["--config", _config(d, "sup", {**declared, "domain": [0, 1, 2]},
@@ -411,6 +501,7 @@ def test_cli_three_groups_json(cli: dict[str, Outcome]) -> None:
     assert got["learning"] is None
     assert got["failure_probability"] == 0.0  # declared priors: no learned radius
     assert got["failure_bound"]["groups"] == 3 and got["failure_bound"]["learning_rounds"] == 0
+    assert got["schedule_capped"] is False
     assert got["failure_bound"]["beta_per_round"] is None
     assert got["guarantee"].startswith("total loss <= budget_total = 100")
     assert {g: set(r) for g, r in got["groups"].items()} == {
@@ -444,17 +535,61 @@ def test_cli_learned_defaults(cli: dict[str, Outcome]) -> None:
     assert got["theta_plain"] == pytest.approx(1.0, rel=1e-9)  # kantorovich: spread 1 / eps
     assert got["learning"]["rounds_until_exhausted"] == 16
     assert got["releases_until_exhausted"] == 98
-    # defaults: 1 group, 16 rounds until exhausted, prior_confidence_beta 1e-6
-    assert got["failure_probability"] == pytest.approx(1 * 16 * 1e-6, rel=1e-12)
+    # defaults: 1 group; 16 rounds from tick 1, 17 from a first tick that learns (after t
+    # ticks t + 0.1 ceil(t / 6): t = 98 costs 99.7, t = 99 is over and does not learn)
+    assert _replay("100", 1.0, 10.0, 0.1, 60.0, FIRST_TICK_LEARNS) == (98, 17, 980.0)
+    assert got["failure_probability"] == pytest.approx(1 * 17 * 1e-6, rel=1e-12)
     assert (got["failure_bound"]["groups"], got["failure_bound"]["learning_rounds"],
-            got["failure_bound"]["beta_per_round"]) == (1, 16, 1e-6)
+            got["failure_bound"]["beta_per_round"]) == (1, 17, 1e-6)
     text = cli["defaults-text"].stdout
-    assert re.search(r"^failure probability 1\.6e-05 = 1 groups x 16 learning rounds x beta "
-                     r"1e-06, until the budget is exhausted$", text, re.M), text
+    assert re.search(r"^failure probability 1\.7e-05 = 1 groups x 17 learning rounds x beta "
+                     r"1e-06, until the budget is exhausted \(the most rounds of any start "
+                     r"time\)$", text, re.M), text
     assert re.search(r"^guarantee: total loss <= budget_total = 100 .*except with probability "
-                     r"<= 1\.6e-05", text, re.M), text
+                     r"<= 1\.7e-05", text, re.M), text
+    assert re.search(r"^budget 100: 98 releases, 980 s at one per 10 s, with 16 learning "
+                     r"rounds .* from another first tick: at least 98 releases, at most 17 "
+                     r"learning rounds\)$", text, re.M), text
     assert cli["defaults-text"].code == 0
     assert "theta" in text and "charge per release" in text and "learning rounds" in text
+
+
+def test_cli_budget_of_a_million(cli: dict[str, Outcome]) -> None:
+    # figures derived by hand in test_budget_of_a_million_is_counted_over_the_whole_horizon
+    got = json.loads(cli["million-json"].stdout)
+    assert got["failure_probability"] == pytest.approx(2 * 95239 * 1e-6, rel=1e-12)
+    assert got["failure_bound"]["learning_rounds"] == 95239
+    assert got["releases_until_exhausted"] == 952381 and got["schedule_capped"] is False
+    assert f"<= {2 * 95239 * 1e-6:.3g} = 2 groups x 95239 learning rounds" in got["guarantee"]
+    out = cli["million-text"]
+    assert out.code == 0, out.stderr
+    assert re.search(r"^failure probability 0\.19 = 2 groups x 95239 learning rounds x beta "
+                     r"1e-06, until the budget is exhausted", out.stdout, re.M), out.stdout
+    assert re.search(r"^budget 1e\+06: 952381 releases, 9\.52381e\+06 s at one per 10 s, "
+                     r"with 95238 learning rounds .* at least 952380 releases, at most 95239 "
+                     r"learning rounds\)$", out.stdout, re.M), out.stdout
+    assert re.search(r"^guarantee: total loss <= budget_total = 1e\+06 .* except with "
+                     r"probability <= 0\.19 = 2 groups x 95239", out.stdout, re.M), out.stdout
+
+
+def test_cli_windows_text_has_every_failure_probability(cli: dict[str, Outcome]) -> None:
+    # the figures of test_failure_learned_with_windows_is_per_window_plus_the_round_carried_in
+    out = cli["windows-text"]
+    assert out.code == 0, out.stderr
+    assert re.search(r"^privacy window 120 s \(budget_total per window; window j covers "
+                     r"\[j x 120, \(j\+1\) x 120\) s since the epoch\): 12 of 12 ticks "
+                     r"release, the budget lasts 120 s of each window \(every window alike\)$",
+                     out.stdout, re.M), out.stdout
+    assert re.search(r"^failure probability 0\.0009 = 3 groups x 3 learning rounds x beta "
+                     r"0\.0001, per privacy window", out.stdout, re.M), out.stdout
+    guarantee = re.search(r"^guarantee: (.*)$", out.stdout, re.M)
+    assert guarantee, out.stdout
+    # each loss statement of the sentence is followed by its failure probability
+    for loss in ("(budget_total = 100)-pufferfish private", "at most k x budget_total"):
+        after = guarantee.group(1).split(loss, 1)[1]
+        assert after.split(";")[0].split(". ")[0].count("except with probability <=") == 1, (
+            loss, guarantee.group(1))
+    assert "The horizon is unbounded" in guarantee.group(1)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -68,6 +68,7 @@ def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"learn_period_seconds": 0}, "learn_period_seconds"),
         ({"rule": "binary"}, "rule"),
         ({"release_every_events": 5}, "release_every_events"),
+        ({"max_held_reports": 100}, "one user's held reports"),
         ({"budget_window_seconds": 0}, "budget_window_seconds"),
         ({"budget_window_seconds": -5}, "budget_window_seconds"),
         ({"budget_window_seconds": 5, "release_period_seconds": 10}, "budget_window_seconds"),

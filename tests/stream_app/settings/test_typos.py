@@ -70,3 +70,7 @@ def test_names_that_are_not_settings_pass_and_far_names_get_no_guess() -> None:
     with pytest.raises(PufferfishInputError) as info:
         check_environment({"PUFFERFISH_RELEASE_EVERY_EVENTS": "5"})
     assert info.value.message.startswith("removed: releases happen on the public clock only")
+    with pytest.raises(PufferfishInputError) as info:
+        check_environment({"PUFFERFISH_MAX_HELD_REPORTS": "10"})
+    assert info.value.message.startswith("removed: a bound shared by every user")
+    check_environment({"PUFFERFISH_MAX_HELD_REPORTS_PER_USER": "10"})  # the bound that stays
