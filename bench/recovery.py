@@ -6,12 +6,12 @@ loaded by one report), exact rule, domain K = 6, one group, a release every seco
 release tick adds at most 1 s to "next release"). Per (broker, store, N):
 
 1. **load**: N reports (one per user, a confluent-kafka batch producer) into a fresh worker; the
-   time from the first send to the worker having handled all N (``pufferfish_events_consumed``).
+   time from the first send to the worker having handled all N (``pufferfish_events_applied``).
    RSS of the worker before and after (``VmRSS``): RSS per user = (loaded - empty) / N.
 2. **restart**: SIGTERM, wait for the exit, disk of data_dir (RocksDB's tables) per user; one more
    report (a new user) is sent, then the worker is started again on the same data_dir:
    *restart -> /metrics* (the process's start to its metrics page), *-> counted* (its
-   ``pufferfish_events_consumed_total{kind="report"}`` reaches 1: the new report was applied,
+   ``pufferfish_events_applied_total{kind="report"}`` reaches 1: the new report was applied,
    after the table's recovery and its partition's aggregate rebuild), *-> release* (its first
    ``pufferfish_releases_total``). RSS per user again once it released (the restored state).
 3. **timers**, in the restarted worker's log until its first release: the worst *drift*, a
@@ -205,7 +205,7 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
                        and all(dict(lab).get(k) == x for k, x in (labels or {}).items()))
 
         counted = to_metrics + wait("counted", lambda: total(
-            "pufferfish_events_consumed_total", {"kind": "report"}) >= 1, w, timeout)
+            "pufferfish_events_applied_total", {"kind": "report"}) >= 1, w, timeout)
         released = to_metrics + wait("release", lambda: totals(w.samples(
             ("pufferfish_releases_total",))).get("pufferfish_releases_total", 0) >= 1,
             w, timeout)
