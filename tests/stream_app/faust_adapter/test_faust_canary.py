@@ -336,6 +336,7 @@ NOT_FINGERPRINTED = {
     **dict.fromkeys((
         "faust.app.base:App.agent", "faust.app.base:App.timer", "faust.app.base:App.topic",
         "faust.app.base:App.Table", "faust.app.base:App.assignor", "faust.app.base:App.tables",
+        "faust.app.base:App.task",
         "faust.streams:Stream.events", "faust.tables.manager:TableManager.recovery",
         "faust.assignor.partition_assignor:PartitionAssignor.assigned_actives",
         "mode.utils.collections:FastUserDict.items",
