@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "composition": "7. pointwise charge vs exact loss of T releases (persistent, i.i.d.)",
     "continual": "8. tree mechanism vs independent releases at one window budget (RMSE)",
     "backlog": "9. drain time of a transactional backlog vs a plain one (noida-db)",
+    "recovery": "10. restart at 1e5/1e6 users: to /metrics, a report counted, a release; RSS, disk",
 }
 
 

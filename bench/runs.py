@@ -45,6 +45,7 @@ class Run:
     pass_broker_cpu_us: list[float] = field(default_factory=list)
     input_cpu_us: float = float("nan")  # the worker's input path (Ingest.handle_batch)
     pass_input_cpu_us: list[float] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)  # over worker_pipeline.SETTINGS
     events: int = 0
     releases: float = 0.0
     rejected: float = 0.0
@@ -62,8 +63,9 @@ class Run:
         self.input_cpu_us = _mean(self.pass_input_cpu_us)
 
 
-def all_runs() -> list[Run]:
-    """Every pipeline of a run, in order (names: RUN_NAMES)."""
+def all_runs(stores: Sequence[str] = ()) -> list[Run]:
+    """Every pipeline of a run, in order (names: RUN_NAMES); with ``stores`` (e.g.
+    ``["rocksdb"]``) the 1-process worker also on each of these table stores."""
     faust = faust_pipelines.command
     worker = worker_pipeline.WORKER_CMD
     return [
@@ -73,11 +75,14 @@ def all_runs() -> list[Run]:
         Run("recipe", "recipe: take_events + per-batch state + changelog sends",
             faust("recipe"), 1),
         Run("w1", "pufferfish worker, 1 process", worker, 1),
+        *[Run(f"w1-{store}", f"pufferfish worker, 1 process, {store} store", worker, 1,
+              settings={"store": f"{store}://"}) for store in stores],
         Run("w2", "pufferfish worker, 2 processes", worker, 2),
     ]
 
 
-RUN_NAMES = tuple(r.name for r in all_runs())
+STORES = ("rocksdb",)  # table stores other than the default (memory) a run can add
+RUN_NAMES = tuple(r.name for r in all_runs(STORES))
 
 
 def wait_all_assigned(
@@ -115,7 +120,7 @@ def run_pipeline(
     joins, first = work.setup_joins(), work.setup_reports()
     produce_sync(broker.bootstrap, topics, joins)
     group = Group([start_pipeline(broker, workdir, tag, run.cmd, run=f"-{run.name}", index=i,
-                                  **worker_pipeline.SETTINGS)
+                                  **{**worker_pipeline.SETTINGS, **run.settings})
                    for i in range(run.processes)])
     try:
         wait_for(group, len(joins), 120, f"{run.label}: the setup joins")

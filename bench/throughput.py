@@ -21,6 +21,8 @@ producer no longer competes for the cores) to the 95 % mark; a pipeline that lea
   written to the table's store once per batch and one changelog record per touched user via
   ``app.producer.send``), on the worker's Faust app;
 - the pufferfish worker (exact rule, K = 16, one group, releases every second), 1 process;
+- with ``--store rocksdb``: the 1-process worker on the RocksDB table store too (``w1-rocksdb``;
+  its ratio to raw and to the memory store's in the goals line);
 - the same worker, 2 processes in one consumer group;
 All Faust pipelines share the worker's Faust settings, worker class, event loop, logging,
 frozen start-up heap and collector thresholds, and run without Faust's Monitor sensor: a stock
@@ -61,7 +63,7 @@ from bench import _common, profiler, worker_pipeline
 from bench.harness import PARTITIONS, loadavg
 from bench.profiler import Hook, Profile, profile_worker
 from bench.raw_loop import raw_pass
-from bench.runs import RUN_NAMES, Run, all_runs, run_pipeline
+from bench.runs import RUN_NAMES, STORES, Run, all_runs, run_pipeline
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 
@@ -144,6 +146,8 @@ def write_up(args: argparse.Namespace, argv: Sequence[str] | None, runs: list[Ru
         ("worker, 2 processes >= 0.28x raw", w2.rate / raw_rate >= 0.28),
     ]
     goal_text = "; ".join(f"{g}: {'yes' if ok else 'NO'}" for g, ok in goals)
+    goal_text += "".join(f"; {r.label}: {r.rate / raw_rate:.3f}x raw, {r.rate / w1.rate:.3f}x "
+                         "the memory store" for r in runs if r.settings.get("store"))
     pass_pairs = [(w1, by["recipe"]), (w1, by["stock-recipe"]), (by["recipe"], by["stock-recipe"])]
     per_pass = "; ".join(
         f"{w.name}/{r.name} " + ", ".join(f"{a / b:.3f}" for a, b in
@@ -200,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                    "prints only, RESULTS.md is left alone")
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw collapsed stacks here")
     p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    p.add_argument("--store", action="append", choices=STORES, default=[],
+                   help="also the 1-process worker on this table store (w1-STORE)")
     p.add_argument("--passes", type=int, default=2,
                    help="run every pipeline this many times, in turn (rates: the mean)")
     args = p.parse_args(argv)
@@ -208,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown pipelines {sorted(unknown)}; choose from {', '.join(RUN_NAMES)}")
     users, m = (40, 400) if args.quick else (args.users, args.events)
     passes = 1 if args.quick else max(1, args.passes)
-    runs = all_runs()
+    runs = all_runs(STORES if args.pipelines else args.store)  # (--pipelines may name one)
     if args.pipelines:
         runs = [r for r in runs if r.name in args.pipelines]
         args.no_write = True

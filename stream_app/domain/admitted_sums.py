@@ -19,6 +19,7 @@ class AdmittedSums:
     gaps: dict[str, tuple[int, int, int | None]]
     gap_units: int
     previous_units: int | None
+    durable: TreeState | None
 
     def roll(self, window: int) -> None:
         """Enter ``window`` (never back): every user's admitted contribution becomes its raw
@@ -70,3 +71,13 @@ class AdmittedSums:
 
     def tree_state(self) -> TreeState:
         return self.window, self.admitted_units, self.previous_units, self.sum_units
+
+    def partial_fields(self, pending: bool) -> dict[str, int | None] | None:
+        """A tree-mode partial's fields (with its ``sum_units``): while the partition has
+        writes not acknowledged, its state as of the last acknowledged ones (a crash never takes
+        back what a release showed); None: nothing acknowledged yet."""
+        state = self.durable if pending else self.tree_state()
+        if state is None:
+            return None
+        return dict(window=state[0], admitted_units=state[1], previous_units=state[2],
+                    sum_units=state[3])

@@ -188,6 +188,29 @@ class PartitionAggregate(AdmittedSums):
             bins[:] = [b + n - o for b, n, o in zip(bins, news, olds, strict=True)]
         self.dirty = True
 
+    def add_all(self, added: Sequence[Contribution]) -> None:
+        """``replace(None, c)`` for every c (users new to the aggregate: a rebuild), the shares
+        of each group summed column by column and added once."""
+        shares: dict[str, list[tuple[int, ...]]] = {}
+        for c in added:
+            self.sum_units += c.units
+            if c.share is not None:
+                assert c.group is not None
+                shares.setdefault(c.group, []).append(c.share)
+        for group, rows in shares.items():
+            if len({len(r) for r in rows}) > 1:  # shares of two domains: one at a time
+                for r in rows:
+                    self.replace(None, Contribution(0, group, r))
+                continue
+            bins = self.group_units.setdefault(group, [0] * len(rows[0]))
+            if len(bins) != len(rows[0]):
+                for r in rows:
+                    self.replace(None, Contribution(0, group, r))
+                continue
+            bins[:] = [b + s for b, s in zip(bins, map(sum, zip(*rows, strict=True)),
+                                             strict=True)]
+        self.dirty = True
+
     def note_event(self, ts: float | None, consumed_at: float = 0.0) -> None:
         """A record was applied: ``ts`` its event time, ``consumed_at`` the worker's clock when
         its batch was consumed."""

@@ -86,12 +86,13 @@ def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
 
 def app_options(s: Settings) -> dict[str, Any]:
     """The Faust settings the worker and the throughput bench (bench/throughput.py) share:
-    at-least-once, one replica and no standbys, from the earliest offset, the producer batching
+    at-least-once, one replica, from the earliest offset, the standby replicas, producer batching
     and broker timeouts from the settings, and the buffer sizes above."""
     return {
         "autodiscover": False, "processing_guarantee": "at_least_once",
         "topic_partitions": s.input_partitions, "topic_replication_factor": 1,
-        "table_standby_replicas": 0, "consumer_auto_offset_reset": "earliest",
+        "table_standby_replicas": s.table_standby_replicas,
+        "consumer_auto_offset_reset": "earliest",
         "producer_max_batch_size": s.producer_max_batch_size,
         "producer_linger": s.producer_linger_seconds,
         "stream_buffer_maxsize": STREAM_BUFFER_MAXSIZE,

@@ -72,6 +72,8 @@ class InputAgent:
             hooks.append(self.flush)
         try:
             async for events in stream.take_events(s.batch_max_events, s.batch_within_seconds):
+                # the aggregates the batch changes, built first (after a restart or rebalance)
+                await self.table.ensure({e.message.partition for e in events})
                 letters = self.handle_batch(events)
                 hold_back(events)
                 now = time.monotonic()
@@ -162,6 +164,7 @@ class InputAgent:
             await writes.acknowledged()
         await writes.issue("changelog", self._send_changelog(values))
         results = await writes.acknowledged()
+        self.table.acknowledged(values)  # a persistent store keeps them from now on
         if results.get("changelog"):
             self._changelog_persisted(results["changelog"])
 

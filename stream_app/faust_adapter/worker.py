@@ -26,8 +26,11 @@ awaited together, before the batch is acked.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -54,8 +57,22 @@ from stream_app.settings import Settings
 log = logging.getLogger(__name__)
 
 
+CHECKPOINT_WAIT_SECONDS = 5.0  # for the last writes' acknowledgements at a stop
+
+
 def partials_interval(settings: Settings) -> float:
     return min(0.1, settings.release_period_seconds / 10)
+
+
+def table_dir(settings: Settings) -> Path:
+    """Where a RocksDB store keeps the tables: one directory per app and host under data_dir,
+    so that replicas sharing a volume (docker-compose.yml) never open each other's databases
+    nor an app another's; a StatefulSet pod keeps its name, hence its directory, across
+    restarts."""
+    # absolute: Faust reads a relative tabledir as relative to its versioned datadir
+    path = (settings.data_dir / "tables" / settings.app_id / socket.gethostname()).absolute()
+    path.mkdir(parents=True, exist_ok=True)  # (Faust makes only its last part)
+    return path
 
 
 def held_sweep_interval(settings: Settings) -> float:
@@ -79,7 +96,8 @@ class PufferfishApp:
         )
         self.app = app = new_app(
             s, s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
-            datadir=str(s.data_dir), web_enabled=s.web_port is not None, web_bind=s.web_host,
+            datadir=str(s.data_dir), tabledir=str(table_dir(s)),
+            web_enabled=s.web_port is not None, web_bind=s.web_host,
             web_port=s.web_port or 6066, web_host=s.web_host, **app_options(s),
         )
         raw: dict[str, Any] = dict(
@@ -97,6 +115,7 @@ class PufferfishApp:
         self.users = app.Table("users", default=None, partitions=s.input_partitions,
                                schema=users_schema)
         self.table = UserTable(self.users)
+        self.table.assigned = self._input_partitions
         self.ingest = Ingest(s, self.rules, self.metrics, self.table)
         self.input = InputAgent(s, self.ingest, self.table, app, self.deadletter_topic,
                                 self.metrics)
@@ -141,18 +160,34 @@ class PufferfishApp:
     def aggregates(self) -> dict[int, PartitionAggregate]:
         return self.table.aggregates
 
+    def _input_partitions(self) -> list[int]:
+        return [tp.partition for tp in self._assigned() if tp.topic == self.settings.topic_reports]
+
     async def _on_rebalance(self, app: Any, tps: set[TP], **kwargs: Any) -> None:
-        self.aggregates.clear()
+        self.table.invalidate()
         self.releaser.invalidate()
 
     async def _on_shutdown(self, app: Any, **kwargs: Any) -> None:
         await self.releaser.stop()
+        await self._checkpoint()
+
+    async def _checkpoint(self) -> None:
+        """RocksDB: the aggregates are kept for the next start once every write is
+        acknowledged (user_table.py); a failure only costs that start a rebuild."""
+        if not self.table.persistent:
+            return
+        try:
+            await asyncio.wait_for(self.input.flushed(), CHECKPOINT_WAIT_SECONDS)
+            kept = self.table.checkpoint()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("aggregates not kept for the next start (%s)", type(exc).__name__)
+        else:
+            if kept:
+                log.info("aggregates of partitions %s kept for the next start", kept)
 
     async def _expire_held(self) -> None:
         if self._ready():
-            self.input.expire_held(sorted(
-                tp.partition for tp in self._assigned()
-                if tp.topic == self.settings.topic_reports))
+            self.input.expire_held(self.table.begin(self._input_partitions()))
 
     # --- partials and ticks ---------------------------------------------------------------
     async def _publish_partials(self) -> None:
@@ -161,31 +196,26 @@ class PufferfishApp:
         admission = self.rules.admission
         window = admission.window_at(time.time()) if admission is not None else None
         pending = self.input.pending() if window is not None else set()
-        for tp in sorted(self._assigned()):
-            if tp.topic != self.settings.topic_reports:
+        for partition in self.table.begin(self._input_partitions()):
+            agg = self.aggregates.get(partition)  # (gone if a rebalance came meanwhile)
+            if agg is None:
+                continue
+            if window is not None:
+                agg.roll(window)  # on the clock: a partition without records rolls too
+            if not agg.dirty:
                 continue
             try:
-                agg = self.table.aggregate(tp.partition)
-                if window is not None:
-                    agg.roll(window)  # on the clock: a partition without records rolls too
-                if not agg.dirty:
-                    continue
-                # tree mode: the state as of acknowledged writes only (never one a crash
-                # could take back: design.md, "Continual release: wiring the tree")
-                state = agg.durable if tp.partition in pending else agg.tree_state()
-                if window is not None and state is None:
-                    continue  # nothing acknowledged yet
+                tree = {} if window is None else agg.partial_fields(partition in pending)
+                if tree is None:
+                    continue  # tree mode, nothing acknowledged yet
                 sum_units, group_units, newest_ts, consumed_at = agg.snapshot()
-                tree = {} if state is None else dict(
-                    window=state[0], admitted_units=state[1], previous_units=state[2])
-                if state is not None:
-                    sum_units = state[3]
-                partial = Partial(partition=tp.partition, sum_units=sum_units,
+                partial = Partial(partition=partition, sum_units=tree.pop("sum_units", sum_units)
+                                  or 0,
                                   group_units=group_units, newest_ts=newest_ts,
                                   consumed_at=consumed_at, **tree)
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001
-                self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
+                agg.dirty = True  # sent again next tick
                 self.metrics.broker_errors.inc()
                 log.error("partial not sent (%s)", type(exc).__name__)
 

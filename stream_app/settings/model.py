@@ -23,6 +23,7 @@ from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
 from stream_app.settings import broker_url
 from stream_app.settings.release import ReleaseSettings
+from stream_app.settings.store import StoreUrl, check_standbys
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {
@@ -106,7 +107,8 @@ class Settings(ReleaseSettings):
     web_host: str = "127.0.0.1"
     web_port: int | None = Field(default=None, ge=1, le=65535)  # None: Faust web disabled
     data_dir: Path = Path("pufferfish-data")
-    store: str = "memory://"
+    store: StoreUrl = "memory://"  # or "rocksdb://" (settings/store.py)
+    table_standby_replicas: int = Field(default=0, ge=0, le=8)  # RocksDB only
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
     # a dead letter's raw: null, or the record's first 256 bytes (values!) to re-send (privacy.md)
     deadletter_include_raw: bool = False
@@ -228,6 +230,13 @@ class Settings(ReleaseSettings):
                 f"domain: every value must be a multiple of the noise grid 2**{self.grid_log2}"
                 " (use a finer grid: a lower grid_log2)"
             )
+        window = self.budget_window_seconds
+        if window is not None and window < self.release_period_seconds:
+            raise ValueError(
+                "budget_window_seconds: must be at least release_period_seconds "
+                f"({self.release_period_seconds:g})"
+            )
+        check_standbys(self.store, self.table_standby_replicas)
         if self.prior_source == "declared" and self.priors_file is None:
             raise ValueError("priors_file: required with prior_source=declared")
         if self.broker_security_protocol.startswith("SASL") and not self.sasl_username:

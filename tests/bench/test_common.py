@@ -160,7 +160,7 @@ def test_worker_settings_text_reads_the_defaults_from_settings() -> None:
 def test_every_pipeline_gets_its_topics_and_the_worker_settings() -> None:
     topics = harness.topic_names("t1", "-w1")
     assert topics["reports"] == "reports-t1" and topics["releases"] == "releases-t1-w1"
-    assert [r.name for r in runs.all_runs()] == list(runs.RUN_NAMES)
+    assert [r.name for r in runs.all_runs(runs.STORES)] == list(runs.RUN_NAMES)
     assert runs.all_runs()[-1].cmd == worker_pipeline.WORKER_CMD
 
 

@@ -14,6 +14,7 @@ from bench import (
     latency,
     memory,
     recalibration,
+    recovery,
     robust,
     throughput,
     utility,
@@ -31,7 +32,7 @@ def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
     assert listed == {
         "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust",
-        "composition", "continual", "backlog",
+        "composition", "continual", "backlog", "recovery",
     }
 
 
@@ -132,3 +133,13 @@ def test_backlog_quick(tmp_path: Path) -> None:
     assert "| 1,000 reports, plain |" in text
     assert "| 1,000 reports, 100 transactions x 10 |" in text
     assert "transactional / plain:" in text
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_recovery_quick(tmp_path: Path) -> None:
+    text = run(recovery, tmp_path, "--brokers", "tansu", "--stores", "rocksdb")
+    assert "<!-- bench:recovery start -->" in text
+    row = next(line for line in text.splitlines() if line.startswith("| tansu | rocksdb | 500 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert all(c != "n/a" for c in cells[:11]), row  # every wait ended, disk measured

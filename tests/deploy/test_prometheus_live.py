@@ -167,15 +167,19 @@ KEY_SERIES = {
 
 
 def _prom_value(prom_port: int, expr: str, job_filter: str) -> tuple[float, float] | None:
-    """(sample timestamp, value) of the single series `expr` selects for the worker job."""
-    answer = prom_query(prom_port, expr.replace("}", f",{job_filter}}}") if "}" in expr
-                        else f"{expr}{{{job_filter}}}")
+    """(scrape timestamp, value) of the latest sample of the single series `expr` selects for
+    the worker job. A range selector returns the raw samples with the time of their scrape; an
+    instant query's timestamp would be the query's evaluation time, so a scrape taken before
+    the gauges froze would pass for one taken after."""
+    selector = (expr.replace("}", f",{job_filter}}}") if "}" in expr
+                else f"{expr}{{{job_filter}}}")
+    answer = prom_query(prom_port, f"{selector}[1m]")
     assert answer["status"] == "success", answer
     result = answer["data"]["result"]
     if not result:
         return None
     assert len(result) == 1, result
-    ts, value = result[0]["value"]
+    ts, value = result[0]["values"][-1]
     return float(ts), float(value)
 
 

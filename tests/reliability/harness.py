@@ -113,10 +113,17 @@ EXACT_SUM_SETTINGS = {
 }
 
 
+# The table stores a worker runs on (docs/operations.md, "State on disk"): the restart, crash,
+# rebalance and lost-write tests run on both (`@pytest.mark.parametrize("store", STORES)`).
+STORES = ("memory://", "rocksdb://")
+
+
 def worker_env(
-    broker_url: str, topics: Topics, data_dir: Path, overrides: Mapping[str, str] | None = None
+    broker_url: str, topics: Topics, data_dir: Path, overrides: Mapping[str, str] | None = None,
+    store: str = "memory://",
 ) -> dict[str, str]:
-    """Env for one worker: tansu compat knobs, unique topics, free metrics/web ports."""
+    """Env for one worker: tansu compat knobs, unique topics, free metrics/web ports, the
+    table store."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update(TANSU_COMPAT)
     env.update(topics.env())
@@ -134,6 +141,7 @@ def worker_env(
         "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": str(REPO),
+        "PUFFERFISH_STORE": store,
     })
     if overrides:
         env.update(overrides)

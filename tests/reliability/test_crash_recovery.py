@@ -21,6 +21,7 @@ from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
+    STORES,
     Topics,
     Worker,
     accepted_total,
@@ -113,13 +114,15 @@ CHUNK, PACE = 50, 0.1
 
 @pytest.mark.timeout(240)
 @pytest.mark.slow
-def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", STORES, ids=lambda s: s.split(":")[0])
+def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path: Path,
+                                         store: str) -> None:
     broker = broker_module
     topics = new_topics(broker.bootstrap, 2)
     wl = Workload.make(n_users=40, per_user=100, dup_every=25, seed=7)
     chunks = wl.feed(topics, wl.reports, CHUNK)
 
-    env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
+    env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS, store)
     w1 = Worker(env, tmp_path, "before-crash").start()
     try:
         wait_ready(w1)
@@ -172,13 +175,14 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
 
 @pytest.mark.timeout(240)
 @pytest.mark.slow
+@pytest.mark.parametrize("store", STORES, ids=lambda s: s.split(":")[0])
 def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroker,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, store: str) -> None:
     broker = broker_module
     topics = new_topics(broker.bootstrap, 4)
     wl = Workload.make(n_users=40, per_user=60, dup_every=20, seed=11, prefix="t")
-    env_a = worker_env(broker.url, topics, tmp_path / "data-a", EXACT_SUM_SETTINGS)
-    env_b = worker_env(broker.url, topics, tmp_path / "data-b", EXACT_SUM_SETTINGS)
+    env_a = worker_env(broker.url, topics, tmp_path / "data-a", EXACT_SUM_SETTINGS, store)
+    env_b = worker_env(broker.url, topics, tmp_path / "data-b", EXACT_SUM_SETTINGS, store)
     wa = Worker(env_a, tmp_path, "worker-a").start()
     wb = Worker(env_b, tmp_path, "worker-b").start()
     try:

@@ -128,24 +128,27 @@ NO_PERIODIC_COMMIT = {"PUFFERFISH_BROKER_COMMIT_INTERVAL_SECONDS": "3600"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("what", "extra"), [
-    ("changelog", {}),
-    ("dead letter", {}),
+@pytest.mark.parametrize(("what", "extra", "store"), [
+    ("changelog", {}, "memory://"),
+    # RocksDB keeps its state on disk: the lost state must not be there after the restart
+    pytest.param("changelog", {}, "rocksdb://", id="changelog-rocksdb"),
+    ("dead letter", {}, "memory://"),
     # the consumer's thread stops its method queue, then lingers; the stop's commit comes then
-    pytest.param("changelog", {"FAILING_SEND_THREAD_LINGER": "3"},
+    pytest.param("changelog", {"FAILING_SEND_THREAD_LINGER": "3"}, "memory://",
                  id="changelog-slow-thread-stop"),
     # the first run's offsets are acked, never committed by a timer: the stop commits them
-    pytest.param("changelog", NO_PERIODIC_COMMIT, id="changelog-committed-at-the-stop"),
+    pytest.param("changelog", NO_PERIODIC_COMMIT, "memory://",
+                 id="changelog-committed-at-the-stop"),
 ])
 def test_unacknowledged_write_stops_before_the_commit(
-    broker_module: EmbeddedBroker, tmp_path: Path, what: str, extra: dict[str, str]
+    broker_module: EmbeddedBroker, tmp_path: Path, what: str, extra: dict[str, str], store: str
 ) -> None:
     bootstrap = broker_module.bootstrap
     topics = new_topics(bootstrap, PARTITIONS)
     env = worker_env(broker_module.url, topics, tmp_path / "data", {
         **EXACT_SUM_SETTINGS, "PUFFERFISH_AUTO_JOIN": "true", "PUFFERFISH_GROUPS": '["g"]',
         "PUFFERFISH_GRID_LOG2": str(GRID_LOG2), "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true",
-    })
+    }, store)
     if what == "changelog":
         fault = {"FAILING_SEND_TOPIC": f"{topics.app_id}-users-changelog",
                  "FAILING_SEND_KEY": json.dumps(VICTIM)}

@@ -24,6 +24,7 @@ from stream_app.kafka.partitioning import partition_for
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
+    STORES,
     Topics,
     Worker,
     _read_keyed,
@@ -83,8 +84,9 @@ def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, 
 
 @pytest.mark.timeout(300)
 @pytest.mark.slow
+@pytest.mark.parametrize("store", STORES, ids=lambda s: s.split(":")[0])
 def test_join_and_leave_mid_stream_lose_and_double_nothing(
-    broker_module: EmbeddedBroker, tmp_path: Path
+    broker_module: EmbeddedBroker, tmp_path: Path, store: str
 ) -> None:
     broker = broker_module
     topics = new_topics(broker.bootstrap, PARTITIONS)
@@ -92,8 +94,8 @@ def test_join_and_leave_mid_stream_lose_and_double_nothing(
     # probes of users who never joined are refused at once (not held)
     settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_JOIN_GRACE_SECONDS": "0",
                 "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true"}  # probes are told apart by raw
-    env_a = worker_env(broker.url, topics, tmp_path / "data-a", settings)
-    env_b = worker_env(broker.url, topics, tmp_path / "data-b", settings)
+    env_a = worker_env(broker.url, topics, tmp_path / "data-a", settings, store)
+    env_b = worker_env(broker.url, topics, tmp_path / "data-b", settings, store)
     wa = Worker(env_a, tmp_path, "first").start()
     wb = Worker(env_b, tmp_path, "joiner")
     chunks = wl.feed(topics, wl.reports, 40)

@@ -21,6 +21,7 @@ from core.tree_sensitivity import admitted
 from stream_app.domain.admission import admission_for
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.batch import Record
+from stream_app.domain.rebuild import AggregateBuilder
 from stream_app.domain.state import UserState
 from tests.stream_app.domain.test_ingest import DOMAIN, App, home_of, settings
 
@@ -106,6 +107,12 @@ def test_admitted_sum_is_the_reference_after_every_record(
     assert rebuilt.admitted_units == agg.admitted_units
     # and the window before's final sum, from the states (late ticks after a takeover)
     assert agg.previous_units is not None and rebuilt.previous_units == agg.previous_units
+    builder = AggregateBuilder([0])  # the worker's rebuild, a slice at a time
+    builder.add(list(app.users.items()))
+    sliced = builder.built()[0]
+    sliced.roll(agg.window)
+    assert (sliced.admitted_units, sliced.previous_units) == \
+        (agg.admitted_units, agg.previous_units)
 
 
 def test_independent_mode_stores_no_admission_state() -> None:

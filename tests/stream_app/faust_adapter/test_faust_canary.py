@@ -100,6 +100,9 @@ FINGERPRINTS = {
     "faust.stores.rocksdb:Store._set": "28bfcd3884f22543",
     "faust.stores.rocksdb:Store._get": "d90f6d283f8de281",
     "faust.stores.memory:Store": "e66d4ab2240562f7",
+    # stream_app/faust_adapter/user_table.py: aggregates rebuilt from one partition's database
+    "faust.stores.rocksdb:Store._visible_items": "17fe47dc23e7b76d",
+    "faust.stores.rocksdb:Store._db_for_partition": "eda578d1f0766d49",
     "faust.tables.base:Collection._send_changelog": "ae17e3218637374b",
     "faust.tables.base:Collection.send_changelog": "8a6d1501eb54d020",
     "faust.tables.base:Collection._on_changelog_sent": "25fd20c92d0d80b2",
@@ -333,6 +336,7 @@ NOT_FINGERPRINTED = {
     **dict.fromkeys((
         "faust.app.base:App.agent", "faust.app.base:App.timer", "faust.app.base:App.topic",
         "faust.app.base:App.Table", "faust.app.base:App.assignor", "faust.app.base:App.tables",
+        "faust.app.base:App.task",
         "faust.streams:Stream.events", "faust.tables.manager:TableManager.recovery",
         "faust.assignor.partition_assignor:PartitionAssignor.assigned_actives",
         "mode.utils.collections:FastUserDict.items",

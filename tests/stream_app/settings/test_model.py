@@ -78,6 +78,9 @@ def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"broker": "kafka://nohostport"}, "broker"),
         ({"surprise": 1}, "surprise"),
         ({"rule": "magic"}, "rule"),
+        ({"store": "redis://"}, "must be one of memory://, rocksdb://"),
+        ({"table_standby_replicas": 1}, 'table_standby_replicas: needs store = "rocksdb://"'),
+        ({"table_standby_replicas": -1, "store": "rocksdb://"}, "table_standby_replicas"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, object], needle: str) -> None:
@@ -115,3 +118,18 @@ def test_security_settings_reach_both_clients(tmp_path: Path) -> None:
     assert faust_credentials(plain) is None and "ssl_context" not in aiokafka_kwargs(plain)
     assert isinstance(faust_credentials(Settings(broker_security_protocol="SSL")),
                       faust.SSLCredentials)
+
+
+def test_rocksdb_store_with_standbys() -> None:
+    s = Settings(store=" rocksdb://", table_standby_replicas=1)
+    assert (s.store, s.table_standby_replicas) == ("rocksdb://", 1)
+
+
+def test_rocksdb_store_without_rocksdict_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "rocksdict" else real(name, *a))
+    with pytest.raises(ValidationError, match=r"pip install 'pufferfish-stream\[rocksdb\]'"):
+        Settings(store="rocksdb://")

@@ -1,0 +1,299 @@
+"""Recovery at scale: a worker holding N users restarts (SIGTERM); how soon it serves, counts a
+new report and releases again, how late its timers run meanwhile, its memory and disk per user.
+
+One worker, 4 input partitions, one input topic for reports and joins (auto_join: each user is
+loaded by one report), exact rule, domain K = 6, one group, a release every second (so the
+release tick adds at most 1 s to "next release"). Per (broker, store, N):
+
+1. **load**: N reports (one per user, a confluent-kafka batch producer) into a fresh worker; the
+   time from the first send to the worker having handled all N (``pufferfish_events_applied``).
+   RSS of the worker before and after (``VmRSS``): RSS per user = (loaded - empty) / N.
+2. **restart**: SIGTERM, wait for the exit, disk of data_dir (RocksDB's tables) per user; one more
+   report (a new user) is sent, then the worker is started again on the same data_dir:
+   *restart -> /metrics* (the process's start to its metrics page), *-> counted* (its
+   ``pufferfish_events_applied_total{kind="report"}`` reaches 1: the new report was applied,
+   after the table's recovery and its partition's aggregate rebuild), *-> release* (its first
+   ``pufferfish_releases_total``). RSS per user again once it released (the restored state).
+3. **timers**, in the restarted worker's log until its first release: the worst *drift*, a
+   timer woken late because the event loop ran something else (mode logs a timer of >= 1 s
+   that woke up >= 10 % of its interval late: "woke up too late, with a drift of +X"), and the
+   worst *overrun*, a timer's own run, its awaits included, longer than its interval ("is
+   overlapping (interval=I runtime=R)": R - I; the first release tick reads the releases
+   journal back, ``journal_quiet_seconds``). 0 when none was logged.
+
+Brokers: noida-db (correct log-end offsets: Faust's recovery works with the default producer
+batching) and tansu (in memory; its ListOffsets defect needs ``producer_max_batch_size=1``, one
+changelog record per produce request: slow at scale, so N is capped there, ``--tansu-max``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import _common
+from bench.harness import PARTITIONS, Worker, loadavg, start_pipeline
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.demo.broker_admin import create_topics
+from stream_app.metrics_page import totals
+
+NAME = "recovery"
+DOMAIN = [0, 1, 2, 3, 4, 5]
+SETTINGS: dict[str, Any] = {
+    "domain": DOMAIN, "pairs": ["value_presence"], "rule": "exact", "budget_total": "1e12",
+    "release_period_seconds": "1", "prior_source": "learned", "learn_period_seconds": "86400",
+    "auto_join": "true", "groups": ["g"], "log_level": "info",
+}
+TANSU_EXACT = {"producer_max_batch_size": "1", "producer_linger_seconds": "0"}
+HEADERS = ("broker", "store", "users", "load s", "load users/s", "RSS B/user loaded",
+           "RSS B/user restored", "disk B/user", "restart -> /metrics s",
+           "-> report counted s", "-> next release s", "worst timer drift s", "timer",
+           "worst timer overrun s", "timer")
+ROWS_MARK = re.compile(r"<!-- rows: (.*?) -->", re.DOTALL)
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> int:
+    """One report per user ``user-<i>`` for i in [first, first + n), murmur2 partitioning
+    (Kafka's Java default: the worker's contract), batched. Returns the sum of their values."""
+    from confluent_kafka import Producer
+
+    rng = random.Random(seed)
+    total = 0
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+                         "linger.ms": 50, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000, "acks": "all"})
+    ts = time.time()
+    for i in range(first, first + n):
+        user = f"user-{i:07d}"
+        v = rng.choice(DOMAIN)
+        total += v
+        value = json.dumps({"user_id": user, "value": v,
+                            "report_id": f"r-{i}", "ts": ts}).encode()
+        while True:
+            try:
+                producer.produce(topic, value, key=user.encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} load records not acknowledged")
+    return total
+
+
+class Broker:
+    """noida-db or tansu on loopback, in its own directory."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        if kind == "noida":
+            from tests.noida_broker import NoidaBroker
+
+            self.impl: Any = NoidaBroker(workdir / "noida", workdir / "noida.log")
+            (workdir / "noida").mkdir()
+            self.impl.start()
+        else:
+            self.impl = EmbeddedBroker(log_path=workdir / "tansu.log").__enter__()
+
+    @property
+    def url(self) -> str:
+        return str(self.impl.url)
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.impl.bootstrap)
+
+    def stop(self) -> None:
+        if self.kind == "noida":
+            self.impl.stop()
+        else:
+            self.impl.__exit__(None, None, None)
+
+
+def wait(what: str, check: Callable[[], bool], worker: Worker, timeout: float,
+         step: float = 0.1) -> float:
+    """Seconds until `check()`; NaN after `timeout` (the row then shows n/a)."""
+    t0 = time.monotonic()
+    while not check():
+        worker.check_alive()
+        if time.monotonic() - t0 > timeout:
+            print(f"  {what}: not within {timeout:g} s")
+            return float("nan")
+        time.sleep(step)
+    return time.monotonic() - t0
+
+
+LATE = re.compile(r"Timer (\S+) woke up too late, with a drift of \+([0-9.]+)")
+OVERLAP = re.compile(r"Timer (\S+) is overlapping \(interval=([0-9.]+) runtime=([0-9.]+)\)")
+
+
+def worst_lateness(log: str) -> tuple[float, str, float, str]:
+    """(worst drift, its timer, worst overrun, its timer) logged; 0 and "-" when none was.
+    A drift is the event loop waking a timer late (it ran something else meanwhile); an
+    overrun is a timer's own run (its awaits included) lasting longer than its interval."""
+    drift, drift_timer, over, over_timer = 0.0, "-", 0.0, "-"
+    for m in LATE.finditer(log):
+        if float(m.group(2)) > drift:
+            drift, drift_timer = float(m.group(2)), m.group(1)
+    for m in OVERLAP.finditer(log):
+        late = float(m.group(3)) - float(m.group(2))
+        if late > over:
+            over, over_timer = late, m.group(1)
+    return drift, drift_timer, over, over_timer
+
+
+def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = None
+            ) -> list[object]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-recovery-{kind}-{store}-"))
+    broker = Broker(kind, workdir)
+    tag = f"rec{uuid.uuid4().hex[:6]}"
+    topic = f"input-{tag}"
+    outputs = {k: f"{k}-{tag}" for k in ("releases", "partials", "deadletter", "priors")}
+    worker: Worker | None = None
+    try:
+        _common_run(create_topics(broker.bootstrap, {
+            topic: PARTITIONS, **{name: 1 for name in outputs.values()}}))
+        settings: dict[str, Any] = {**SETTINGS, "store": f"{store}://", "topic_reports": topic,
+                    "topic_membership": topic,
+                    **{f"topic_{k}": v for k, v in outputs.items()},
+                    **(TANSU_EXACT if kind == "tansu" else {})}
+        worker = start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
+                                **settings)
+        empty = rss_bytes(worker.proc.pid)
+        t0 = time.monotonic()
+        produce_users(broker.bootstrap, topic, 0, n, seed=n)
+        handled = wait("load", lambda: worker.handled() >= n, worker, timeout)  # type: ignore[union-attr]
+        load = time.monotonic() - t0 if handled == handled else float("nan")
+        time.sleep(2.0)  # the last changelog window is flushed (changelog_flush_seconds)
+        loaded = rss_bytes(worker.proc.pid)
+        worker.stop(timeout=120)
+        disk = disk_bytes(workdir / "data-0") if store == "rocksdb" else float("nan")
+
+        produce_users(broker.bootstrap, topic, n, 1, seed=n + 1)  # the report after the restart
+        log_at = worker.log_path.stat().st_size
+        started = time.monotonic()
+        worker = start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
+                                **settings)
+        to_metrics = time.monotonic() - started
+        w = worker
+
+        def total(name: str, labels: dict[str, str] | None = None) -> float:
+            samples = w.samples((name,))
+            return sum(v for (sample, lab), v in samples.items() if sample == name
+                       and all(dict(lab).get(k) == x for k, x in (labels or {}).items()))
+
+        counted = to_metrics + wait("counted", lambda: total(
+            "pufferfish_events_applied_total", {"kind": "report"}) >= 1, w, timeout)
+        released = to_metrics + wait("release", lambda: totals(w.samples(
+            ("pufferfish_releases_total",))).get("pufferfish_releases_total", 0) >= 1,
+            w, timeout)
+        restored = rss_bytes(w.proc.pid)
+        with open(w.log_path, "rb") as f:
+            f.seek(log_at)
+            timers = worst_lateness(f.read().decode(errors="replace"))
+        return [kind, store, n, load, n / load, (loaded - empty) / n, (restored - empty) / n,
+                disk / n, to_metrics, counted, released, *timers]
+    finally:
+        if worker is not None:
+            worker.stop(timeout=60)
+        broker.stop()
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for log in workdir.glob("*.log"):
+                shutil.copy(log, keep / f"{kind}-{store}-{n}-{log.name}")
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _common_run(coro: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
+    """This run's rows over those of earlier runs in the section (same broker, store, N)."""
+    old: list[list[object]] = []
+    if path.exists():
+        m = ROWS_MARK.search(path.read_text(encoding="utf-8"))
+        if m:
+            old = json.loads(m.group(1))
+    old = [r for r in old if len(r) == len(HEADERS)]  # (rows of other columns: dropped)
+    keyed = {tuple(r[:3]): r for r in old}
+    keyed.update({tuple(r[:3]): r for r in rows})
+    order = {"noida": 0, "tansu": 1}
+    return sorted(keyed.values(), key=lambda r: (order.get(str(r[0]), 2), float(str(r[2])),
+                                                 str(r[1])))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = _common.parser(NAME, __doc__.split("\n\n")[0] if __doc__ else NAME)
+    p.add_argument("--users", type=float, nargs="+", default=[1e5, 1e6])
+    p.add_argument("--brokers", nargs="+", default=["noida", "tansu"], choices=["noida", "tansu"])
+    p.add_argument("--stores", nargs="+", default=["rocksdb", "memory"],
+                   choices=["rocksdb", "memory"])
+    p.add_argument("--tansu-max", type=float, default=1e5,
+                   help="largest N on tansu (one-record changelog batches)")
+    p.add_argument("--timeout", type=float, default=900.0, help="bound of each wait, s")
+    p.add_argument("--keep-logs", type=Path, help="copy the worker and broker logs here")
+    p.add_argument("--failover", type=float, metavar="N",
+                   help="instead: two workers with standby replicas and N users, the release "
+                   "owner SIGKILLed (bench/failover.py)")
+    args = p.parse_args(list(argv) if argv is not None else None)
+    if args.failover:
+        from bench import failover
+
+        return failover.run(args, argv, int(args.failover))
+    sizes = [500] if args.quick else [int(u) for u in args.users]
+    load_before = loadavg()
+    rows = []
+    for kind in args.brokers:
+        for n in sizes:
+            if kind == "tansu" and n > args.tansu_max:
+                continue
+            for store in args.stores:
+                print(f"{kind} {store} N={n:,} (load {loadavg()})", flush=True)
+                row = measure(kind, store, n, args.timeout, args.keep_logs)
+                print("  " + ", ".join(f"{h}={_common.fmt(v)}"
+                                       for h, v in zip(HEADERS, row, strict=True)), flush=True)
+                rows.append(row)
+    load_after = loadavg()
+    print(_common.text_table(HEADERS, rows))
+    command = _common.command_line(NAME, argv)
+    all_rows = merged(args.results, rows) if not args.quick else rows
+    body = (
+        f"{__doc__.split(chr(10) * 2, 1)[1].strip() if __doc__ else ''}\n\n"
+        f"Load average (1, 5, 15 min) of the last run: before {load_before}, after "
+        f"{load_after}; os.cpu_count() {os.cpu_count()}. Rows of earlier runs are kept "
+        "(each row's own run is the command that listed its broker, store and N).\n\n"
+        f"{_common.markdown_table(HEADERS, all_rows)}\n\n"
+        f"<!-- rows: {json.dumps(all_rows)} -->"
+    )
+    _common.report(args, NAME, "Recovery at scale (restart, rebuild, timers, memory)",
+                   command, body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
