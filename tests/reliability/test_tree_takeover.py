@@ -214,7 +214,8 @@ def test_a_user_changing_all_the_time_moves_each_window_at_most_w_times_across_s
         moves[window] = sum(1 for x, y in zip(series, series[1:], strict=False) if x != y)
     print(f"\nTREE bound: {changer.sent} reports of c, moves per window {moves}, "
           f"{held:g} changes held by the last worker")
-    assert changer.sent >= 15 and held > 0  # c changed more often than w allows
+    assert changer.sent >= 15  # c changed more often than w allows (8 per window)
+    assert sum(moves.values()) > 0  # and its admitted changes show (the check can fail)
     # (ticks published late after a takeover read the state of their publication: a window
     # whose ticks came in one burst shows fewer moves, never more)
     assert all(n <= w for n in moves.values()), moves
