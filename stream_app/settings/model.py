@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
+from stream_app.settings.release import ReleaseSettings
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
 REMOVED = {
@@ -36,7 +37,7 @@ _EMPTY = {
 }
 
 
-class Settings(BaseSettings):
+class Settings(ReleaseSettings):
     model_config = SettingsConfigDict(env_prefix="PUFFERFISH_", extra="forbid")
 
     # --- broker ---------------------------------------------------------------------------
@@ -64,11 +65,8 @@ class Settings(BaseSettings):
     # --- privacy --------------------------------------------------------------------------
     domain: tuple[float, ...] = (0.0, 1.0)
     epsilon: float = Field(default=1.0, gt=0)
-    budget_total: float = Field(default=100.0, gt=0)
-    # With a window, budget_total is the budget per user per window of the public clock
-    # (window id = floor(ts / budget_window_seconds)); None: one budget for the deployment's life.
-    budget_window_seconds: float | None = Field(default=None, gt=0)
-    release_period_seconds: float = Field(default=10.0, gt=0, le=86400)
+    # budget_total, budget_window_seconds, release_period_seconds, release_mechanism,
+    # max_changes_per_window: ReleaseSettings (release.py)
     pairs: tuple[PairKind, ...] = (PairKind.DISTRIBUTION_PRESENCE,)
     # kantorovich: the least noise whose per-release charge is exactly epsilon (docs/privacy.md,
     # "Which rule by default"); exact gives less noise per release but charges spread / theta.
@@ -227,12 +225,6 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"domain: every value must be a multiple of the noise grid 2**{self.grid_log2}"
                 " (use a finer grid: a lower grid_log2)"
-            )
-        window = self.budget_window_seconds
-        if window is not None and window < self.release_period_seconds:
-            raise ValueError(
-                "budget_window_seconds: must be at least release_period_seconds "
-                f"({self.release_period_seconds:g})"
             )
         if self.prior_source == "declared" and self.priors_file is None:
             raise ValueError("priors_file: required with prior_source=declared")

@@ -72,6 +72,9 @@ def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"budget_window_seconds": 0}, "budget_window_seconds"),
         ({"budget_window_seconds": -5}, "budget_window_seconds"),
         ({"budget_window_seconds": 5, "release_period_seconds": 10}, "budget_window_seconds"),
+        ({"release_mechanism": "tree"}, "budget_window_seconds: required"),
+        ({"release_mechanism": "binary"}, "release_mechanism"),
+        ({"max_changes_per_window": -1}, "max_changes_per_window"),
         ({"broker": "kafka://nohostport"}, "broker"),
         ({"surprise": 1}, "surprise"),
         ({"rule": "magic"}, "rule"),
@@ -81,6 +84,13 @@ def test_bad_settings_name_the_field(kwargs: dict[str, object], needle: str) -> 
     with pytest.raises(ValidationError) as info:
         Settings(**kwargs)  # type: ignore[arg-type]
     assert needle in str(info.value)
+
+
+def test_release_mechanism_defaults_and_tree() -> None:
+    s = Settings()
+    assert (s.release_mechanism, s.max_changes_per_window) == ("independent", 4)
+    tree = Settings(release_mechanism="tree", budget_window_seconds=3600, max_changes_per_window=0)
+    assert (tree.release_mechanism, tree.max_changes_per_window) == ("tree", 0)
 
 
 def test_grid_check_depends_on_grid() -> None:
