@@ -7,11 +7,11 @@ the column. Both mechanisms spend the window budget epsilon = 1: ``independent``
 theta = T * spread / epsilon each, ``tree`` one tree (``core.tree.tree_mechanism``, arity
 picked by its predicted noise; the binary tree beside it) whose release at tick t is computed
 from the exact node values S_end - S_start plus one draw per node, as the worker does. The
-empirical RMSE is over every tick of R windows; beside it, ``pufferfish plan``'s prediction from
-the function ``plan`` calls (core.tree_plan.compare_mechanisms): ``noise_sd_tree`` and
-``noise_sd_independent``. The noise is
-numpy's discrete Laplace on the same grid (the difference of two geometric draws, the same law
-as the CSPRNG sampler, which the worker uses and which is too slow for millions of draws).
+empirical RMSE is over every tick of R windows; beside it, ``pufferfish plan``'s prediction
+from the function ``plan`` calls (core.tree_plan.compare_mechanisms): ``noise_sd_tree`` and
+``noise_sd_independent``. The noise is numpy's discrete Laplace on the same grid (the
+difference of two geometric draws, the same law as the CSPRNG sampler, which the worker uses
+and which is too slow for millions of draws).
 """
 
 from __future__ import annotations
