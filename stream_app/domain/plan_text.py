@@ -16,7 +16,8 @@ def plan_text(summary: dict[str, Any]) -> str:
         "",
         f"theta {summary['theta']:.6g} (plain, radius 0: {summary['theta_plain']:.6g}; "
         f"binding: group {summary['binding_group']}, "
-        f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g})",
+        f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g}"
+        f"{_theta_note(summary)})",
         *_mechanism_lines(summary),
         _budget_line(summary),
         *_window_lines(summary["window"]),
@@ -148,3 +149,9 @@ def _day_line(summary: dict[str, Any]) -> str:
     windows = "1 window" if day["windows"] == 1 else f"{day['windows']} windows"
     return (f"loss per day: at most {day['loss']:.6g} = {windows} x budget_total "
             f"{summary['budget_total']:g} (the most privacy windows a UTC day meets){tail}")
+
+
+def _theta_note(summary: dict[str, Any]) -> str:
+    if summary["release_mechanism"] != "tree":
+        return ""
+    return "; independent releases' theta: the tree's node theta is below"
