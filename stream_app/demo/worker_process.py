@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from stream_app.demo.population import DOMAIN
+from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
 
 
@@ -40,6 +41,15 @@ def demo_settings(
         broker_heartbeat_interval=1,
         consumer_fetch_max_wait_seconds=0.1,  # tansu holds idle fetches for the whole wait
     )
+
+
+def comparison_sd(settings: Settings) -> float | None:
+    """In tree mode, the noise sd of independent releases at the same budget (`pufferfish
+    plan`'s noise_sd_independent), which the plot draws beside the tree's; else None."""
+    if settings.release_mechanism != "tree":
+        return None
+    sd = plan_summary(settings)["noise_sd_independent"]
+    return None if sd is None else float(sd)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

@@ -216,3 +216,19 @@ def test_plot_compares_with_independent_releases_at_the_same_budget(tmp_path: Pa
 
 def test_comparison_text_without_releases() -> None:
     assert comparison_text([], 40.0) == "independent releases at the same budget: sd 40"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_comparison_band_is_plans_independent_sd_at_the_same_budget() -> None:
+    from stream_app.demo.worker_process import comparison_sd
+    from stream_app.settings import Settings
+
+    common = {"domain": [0, 1, 2, 3, 4, 5], "pairs": ["value_change", "value_presence"],
+              "release_period_seconds": 2, "budget_window_seconds": 600, "budget_total": 10,
+              "learn_period_seconds": 60, "epsilon_learn": 0.1}
+    assert comparison_sd(Settings(**common)) is None  # independent mode: nothing to compare
+    sd = comparison_sd(Settings(**common, release_mechanism="tree"))
+    # 300 ticks, 10 rounds x 0.1 leave 9: theta 300 x 5 / 9 on the 2^-10 grid
+    theta, grid = 300 * 5 / 9, 2.0**-10
+    q = math.exp(-grid / theta)
+    assert sd == pytest.approx(grid * math.sqrt(2 * q) / (1 - q), rel=1e-9)
