@@ -57,13 +57,19 @@ def compare_mechanisms(
 
 def release_budget(budget_total: float, learning_rounds: int,
                    epsilon_learn: float | None) -> float:
-    """epsilon_r = budget_total - learning_rounds x epsilon_learn, exactly on the settings'
-    decimals (0 or less: the learning rounds leave nothing for the releases)."""
+    """epsilon_r = budget_total - learning_rounds x epsilon_learn on the settings' exact
+    decimals, rounded down to a float whose decimal is at most that (so the accountant, which
+    adds decimals exactly, never finds the window over budget); 0 or less: the learning rounds
+    leave nothing for the releases."""
     total = exact_decimal(validation.positive(budget_total, "budget_total"))
     rounds = validation.count(learning_rounds, "learning_rounds")
     learn = Fraction(0) if epsilon_learn is None or rounds == 0 else exact_decimal(
         validation.positive(epsilon_learn, "epsilon_learn"))
-    return float(total - rounds * learn)
+    left = total - rounds * learn
+    out = float(left)
+    while out > 0 and exact_decimal(out) > left:
+        out = math.nextafter(out, 0.0)
+    return out
 
 
 def windows_per_day(window_seconds: float) -> int:
