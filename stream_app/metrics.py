@@ -36,6 +36,7 @@ METRIC_NAMES = (
     "pufferfish_budget_exhausted",
     "pufferfish_recalibration_seconds",
     "pufferfish_release_lag_seconds",
+    "pufferfish_release_tick_lateness_seconds",
     "pufferfish_broker_errors_total",
     "pufferfish_learning_rounds_total",
     "pufferfish_priors_seq",
@@ -47,6 +48,7 @@ METRIC_NAMES = (
     "pufferfish_reports_held_limit",
     "pufferfish_consumer_seeks_total",
     "pufferfish_input_cpu_seconds_total",
+    "pufferfish_tree_changes_held_total",
     "pufferfish_build_info",
 )
 
@@ -91,6 +93,7 @@ class Metrics:
     budget_exhausted: Gauge
     recalibration_seconds: Histogram
     release_lag_seconds: Histogram
+    release_tick_lateness_seconds: Histogram
     broker_errors: Counter
     learning_rounds: Counter
     priors_seq: Gauge
@@ -101,6 +104,7 @@ class Metrics:
     reports_held: Gauge
     reports_held_limit: Gauge
     input_cpu_seconds: Counter
+    tree_changes_held: Counter
     window_shown: bool = False
 
     @classmethod
@@ -138,8 +142,15 @@ class Metrics:
             ),
             release_lag_seconds=Histogram(
                 "pufferfish_release_lag_seconds",
-                "Release publish time minus the newest included event time",
+                "Release publish time minus when a worker consumed the newest record it "
+                "includes (worker clocks; none when a release includes nothing new)",
                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+                registry=reg,
+            ),
+            release_tick_lateness_seconds=Histogram(
+                "pufferfish_release_tick_lateness_seconds",
+                "Release publish time minus its tick's due time (tick x release_period_seconds)",
+                buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
                 registry=reg,
             ),
             broker_errors=Counter(
@@ -186,6 +197,11 @@ class Metrics:
                 "pufferfish_input_cpu_seconds",
                 "CPU time of the input path's batch engine (records parsed, checked and "
                 "applied, users encoded), in the thread that runs it", registry=reg,
+            ),
+            tree_changes_held=Counter(
+                "pufferfish_tree_changes_held",
+                "Changes of a user's contribution beyond max_changes_per_window in its window "
+                "(release_mechanism=tree): held until the next window", registry=reg,
             ),
         )
         for reason in IGNORE_REASONS:

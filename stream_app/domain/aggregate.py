@@ -53,6 +53,9 @@ class StoredUser(Protocol):
     @property
     def held(self) -> Sequence[object]: ...
 
+    @property
+    def admitted(self) -> Sequence[int]: ...
+
     def contribution(self) -> Contribution: ...
 
 
@@ -105,10 +108,51 @@ class PartitionAggregate:
     sum_units: int = 0
     group_units: dict[str, list[int]] = field(default_factory=dict)
     newest_ts: float = 0.0
+    # the worker's clock when the newest record applied here was consumed (Partial.consumed_at)
+    consumed_at: float = 0.0
     dirty: bool = True
     # users of this partition holding reports until they join (user -> how many): the
     # expiry sweep's index and the worker's held total (stream_app.domain.hold)
     held_users: dict[str, int] = field(default_factory=dict)
+    # tree mode (stream_app/domain/admission.py): the window of the clock, the users whose
+    # admitted contribution differs from their raw one (user -> (its window, admitted - raw)),
+    # the sum of those gaps that count in this window, and the final admitted sum of the window
+    # before (None: unknown, e.g. rebuilt after it ended)
+    window: int = -1
+    gaps: dict[str, tuple[int, int]] = field(default_factory=dict)
+    gap_units: int = 0
+    previous_units: int | None = None
+
+    def roll(self, window: int) -> None:
+        """Enter ``window`` (never back): every user's admitted contribution becomes its raw
+        one, except those already counting in ``window`` (another worker's clock ahead)."""
+        if window <= self.window:
+            return
+        if self.window < 0:
+            self.previous_units = None  # (rebuilt: the window before is not known)
+        else:  # a window skipped had no record here: it ended at its base, the raw sum
+            self.previous_units = self.admitted_units if window == self.window + 1 \
+                else self.sum_units
+        self.gaps = {u: g for u, g in self.gaps.items() if g[0] >= window}
+        self.gap_units = sum(g[1] for g in self.gaps.values())
+        self.window = window
+        self.dirty = True
+
+    def note_admitted(self, user_id: str, state: Sequence[int] | None, raw: int) -> None:
+        """A user's admission state (``[window, admitted units, changes]``) after a batch,
+        its raw contribution ``raw``."""
+        old = self.gaps.pop(user_id, None)
+        if old is not None and old[0] >= self.window:
+            self.gap_units -= old[1]
+        if state and state[1] != raw:
+            self.gaps[user_id] = (state[0], state[1] - raw)
+            if state[0] >= self.window:
+                self.gap_units += state[1] - raw
+
+    @property
+    def admitted_units(self) -> int:
+        """The sum of admitted contributions in ``window``."""
+        return self.sum_units + self.gap_units
 
     def note_held(self, user_id: str, count: int) -> None:
         if count:
@@ -171,26 +215,34 @@ class PartitionAggregate:
             bins[:] = [b + n - o for b, n, o in zip(bins, news, olds, strict=True)]
         self.dirty = True
 
-    def note_event(self, ts: float | None) -> None:
+    def note_event(self, ts: float | None, consumed_at: float = 0.0) -> None:
+        """A record was applied: ``ts`` its event time, ``consumed_at`` the worker's clock when
+        its batch was consumed."""
         if ts is not None and ts > self.newest_ts:
             self.newest_ts = ts
+        if consumed_at > self.consumed_at:
+            self.consumed_at = consumed_at
         self.dirty = True
 
     @classmethod
-    def rebuild(cls, partition: int, users: Sequence[tuple[str, StoredUser]]
+    def rebuild(cls, partition: int, users: Sequence[tuple[str, StoredUser]], window: int = -1
                 ) -> PartitionAggregate:
-        """From the recovered table (once per assignment, not per event)."""
-        agg = cls(partition=partition)
+        """From the recovered table (once per assignment, not per event); ``window``: the
+        clock's (tree mode)."""
+        agg = cls(partition=partition, window=window)
         for user_id, st in users:
             if st.partition == partition:
                 agg.apply(None, st)
                 agg.note_held(user_id, len(st.held))
+                if st.admitted:
+                    agg.note_admitted(user_id, st.admitted, st.contribution().units)
                 if st.value_ts is not None and st.value_ts > agg.newest_ts:
                     agg.newest_ts = st.value_ts
         agg.dirty = True
         return agg
 
-    def snapshot(self) -> tuple[int, dict[str, list[int]], float]:
-        """(sum_units, group_units, newest_ts) for a Partial; the aggregate is clean after it."""
+    def snapshot(self) -> tuple[int, dict[str, list[int]], float, float]:
+        """(sum_units, group_units, newest_ts, consumed_at) for a Partial; the aggregate is
+        clean after it."""
         self.dirty = False
-        return self.sum_units, self.group_units, self.newest_ts
+        return self.sum_units, self.group_units, self.newest_ts, self.consumed_at

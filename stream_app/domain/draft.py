@@ -11,7 +11,8 @@ units, an exact int) and ``value_ts``, ``counts`` (``counts[j]``: accepted repor
 leave: a report produced before it and arriving after it changes nothing), ``held`` (reports
 that arrived before the join, ``stream_app.domain.hold.Held``) and ``o`` (per input kind the
 offset of the newest record the state reflects on the user's partition: ``[partition, reports
-offset, membership offset]``, -1 for none; docs/design.md, "Per-user order").
+offset, membership offset]``, -1 for none; docs/design.md, "Per-user order") and ``a`` (tree
+mode: ``[window, admitted units, changes admitted]``, stream_app/domain/admission.py).
 Nothing here computes a privacy quantity.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from stream_app.domain.admission import Admitted
 from stream_app.domain.aggregate import Contribution, contribution_of, has_share
 from stream_app.domain.digests import DIGEST_BYTES, holds, ids_text, stored_ids
 from stream_app.domain.inputs import MembershipIn, ReportIn
@@ -70,7 +72,7 @@ class Draft:
     """
 
     __slots__ = ("exists", "partition", "present", "group", "value_units", "value_ts",
-                 "counts", "ids", "left_ts", "held", "offsets")
+                 "counts", "ids", "left_ts", "held", "offsets", "admitted")
 
     def __init__(self, partition: int) -> None:
         """No state yet (a user never seen)."""
@@ -86,6 +88,7 @@ class Draft:
         # Held fields, oldest first (a shared empty default: most drafts never hold a report)
         self.held: list[list[Any]] = _NO_HELD
         self.offsets: list[int] | None = None  # [partition, reports offset, membership offset]
+        self.admitted: Admitted | None = None  # tree mode (stream_app.domain.admission)
 
     @classmethod
     def decode(cls, raw: Stored, partition: int) -> Draft:
@@ -101,6 +104,7 @@ class Draft:
         draft.counts = list(map(int, d.get("counts", ())))
         draft.ids = bytearray(stored_ids(d))
         draft.left_ts = d.get("left_ts")
+        draft.admitted = d.get("a")
         held, offsets = d.get("held"), d.get("o")
         if held or offsets:
             if isinstance(raw, dict):  # a caller's document: copy what the draft changes
@@ -126,6 +130,8 @@ class Draft:
             doc["held"] = self.held
         if self.offsets:
             doc["o"] = self.offsets
+        if self.admitted is not None:
+            doc["a"] = self.admitted
         return doc
 
     def to_bytes(self) -> bytes:
@@ -159,6 +165,7 @@ class Draft:
 
     def report(self, report: Report | ReportIn, partition: int, rules: EventRules) -> None:
         """Apply an accepted report; Rejected for out_of_domain/not_present/duplicate."""
+        before = self.units() if rules.admission is not None else 0
         hit = rules.report_values.get(report.value)  # type: ignore[attr-defined]
         j, units = hit if hit is not None else rules.index_and_units(report.value)
         group = self.group
@@ -184,11 +191,14 @@ class Draft:
         if self.value_ts is None or report.ts >= self.value_ts:
             self.value_units, self.value_ts = units, report.ts
         self.exists, self.partition, self.present, self.group = True, partition, True, group
+        if rules.admission is not None:
+            self.admitted = rules.admission.admit(self.admitted, before, self.units())
 
     def membership(
         self, event: Membership | MembershipIn, partition: int, rules: EventRules
     ) -> None:
         """Apply a join/leave; Rejected for already_present/unknown_user/unknown_group."""
+        before = self.units() if rules.admission is not None else 0
         if event.event == "join":
             if self.present:
                 raise Rejected("already_present")
@@ -205,6 +215,12 @@ class Draft:
             if self.left_ts is None or event.ts > self.left_ts:
                 self.left_ts = event.ts
         self.partition = partition
+        if rules.admission is not None:
+            self.admitted = rules.admission.admit(self.admitted, before, self.units())
+
+    def units(self) -> int:
+        """The user's raw contribution to the sum (its latest value while present, else 0)."""
+        return self.value_units if self.present and self.value_units is not None else 0
 
     def has_share(self) -> bool:
         return has_share(self.present, self.group, self.counts)

@@ -69,9 +69,12 @@ class Ingest:
         started = time.thread_time()
         staging = Staging(len(events), self._written)
         self.applier.now = time.time()
-        s = self.settings
-        common_report.stage(
-            events, staging.touched, staging.is_report, s.topic_reports,
+        s, admission = self.settings, self.applier.rules.admission
+        if admission is not None:
+            admission.window_at(self.applier.now)
+        common_report.stage(  # (tree mode: every record on the general path, Draft's admission)
+            events, staging.touched, staging.is_report,
+            s.topic_reports if admission is None else "",
             self.records.shared_topic, s.max_payload_bytes, self.applier.rules,
             functools.partial(self.records.stage, staging),
             functools.partial(self.records.touch, staging))
@@ -79,6 +82,8 @@ class Ingest:
         letters = self.outcomes.count(events, staging.touched, staging.reasons,
                                       staging.is_report, staging.details)
         self.metrics.reports_held.set(self.store.held_total())
+        if admission is not None:
+            self.metrics.tree_changes_held.inc(admission.take_held())
         self.metrics.input_cpu_seconds.inc(time.thread_time() - started)
         return letters
 
@@ -87,7 +92,7 @@ class Ingest:
     ) -> None:
         """Write each touched user once (or replay its records when they span partitions);
         the aggregates get the batch's changes per partition at the end."""
-        plain = []
+        plain, admission = [], self.applier.rules.admission
         for user_id, t in touched.items():
             if not t.accepted and t.later is None:
                 continue
@@ -105,17 +110,22 @@ class Ingest:
                 # before the user's bytes change: a first call builds the aggregate from the
                 # store
                 entry = changes[t.partition] = (self.store.aggregate(t.partition, last), [])
+                if admission is not None:
+                    entry[0].roll(admission.window)
             agg = entry[0]
             entry[1].append((t.old, new))
             t.note_offsets()
             draft = t.draft
             value = draft.to_bytes()
             save(user_id, value, last)
-            agg.note_event(t.newest_ts)
+            agg.note_event(t.newest_ts, self.applier.now)
             agg.note_held(user_id, len(draft.held))
             kept[user_id] = tuple_new(Written, (value, draft, new))
         for agg, pending in changes.values():
             agg.replace_all(pending)
+        if admission is not None:
+            for user_id, t in plain:
+                changes[t.partition][0].note_admitted(user_id, t.draft.admitted, t.draft.units())
         for user_id in list(itertools.islice(kept, max(0, len(kept) - KEPT_USERS))):
             del kept[user_id]
 
@@ -147,9 +157,14 @@ class Ingest:
             if outcome is not None and outcome != HELD:
                 continue
             agg = self.store.aggregate(msg.partition, event)
+            admission = self.applier.rules.admission
+            if admission is not None:
+                agg.roll(admission.window)
             agg.replace(old, draft.contribution())
+            if admission is not None:
+                agg.note_admitted(user_id, draft.admitted, draft.units())
             self.store.save(user_id, draft.to_bytes(), event)
-            agg.note_event(item.ts)
+            agg.note_event(item.ts, self.applier.now)
             agg.note_held(user_id, len(draft.held))
 
     def expire_held(self, partitions: Sequence[int]) -> DeadLetters:

@@ -10,10 +10,15 @@ import math
 from typing import Annotated, Literal, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, Field, StringConstraints, ValidationError
 
 from stream_app.domain import rejection
+
+# the output records live in outputs.py (re-exported: models is the wire records' one import)
+from stream_app.domain.outputs import PriorsRecord as PriorsRecord
+from stream_app.domain.outputs import Release as Release
 from stream_app.domain.rejection import Rejected
+from stream_app.domain.wire import Wire
 
 RAW_TRUNCATE_BYTES = 256
 
@@ -21,11 +26,7 @@ Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Timestamp = Annotated[float, Field(strict=True, ge=0)]
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
-
-
-M = TypeVar("M", bound=_Wire)
+M = TypeVar("M", bound=Wire)
 
 
 _USER_ID = (
@@ -36,7 +37,7 @@ _USER_ID = (
 _EVENT_TS = "Event time: seconds since the Unix epoch, a JSON number >= 0."
 
 
-class Report(_Wire):
+class Report(Wire):
     """One value reported by a user (topic ``reports``)."""
 
     user_id: Identifier = Field(description=_USER_ID)
@@ -51,7 +52,7 @@ class Report(_Wire):
     ts: Timestamp = Field(description=_EVENT_TS)
 
 
-class Membership(_Wire):
+class Membership(Wire):
     """A user joins or leaves (topic ``membership``)."""
 
     user_id: Identifier = Field(description=_USER_ID)
@@ -66,76 +67,7 @@ class Membership(_Wire):
     ts: Timestamp = Field(description=_EVENT_TS)
 
 
-_CLOCK_TS = "Public clock reading: seconds since the Unix epoch."
-_WINDOW = (
-    "Privacy window of the charge, floor(ts / budget_window_seconds): the budget renews each "
-    "window. Null (or absent, in older records) when budget_window_seconds is not set."
-)
-
-
-class Release(_Wire):
-    """One noisy sum and its budget charge (topic ``releases``, the budget journal)."""
-
-    seq: int = Field(ge=1, description="Release number: 1, 2, ... in publication order, never "
-                     "reused (the journal's order, across restarts).")
-    ts: float = Field(description=_CLOCK_TS)
-    noisy_sum: float = Field(
-        description="The sum of the present users' newest reported values plus discrete "
-        "Laplace noise of scale theta on the 2^grid_log2 grid.")
-    theta: float = Field(
-        ge=0, description="Laplace noise scale, calibrated from public inputs only (the "
-        "settings and the published laws), never from the data.")
-    epsilon: float = Field(gt=0, description="The configured epsilon per release.")
-    epsilon_spent: float = Field(
-        ge=0, description="Budget spent so far (in this window, if any), releases and learning "
-        "rounds together, this release's charge included.")
-    epsilon_remaining: float = Field(
-        description="budget_total - epsilon_spent (at least 0).")
-    pairs: list[str] = Field(
-        description="The secret pairs protected: value_change, value_presence, "
-        "distribution_presence, distribution_change.")
-    rule: str = Field(
-        description="The calibration rule: kantorovich, exact, bound or relaxed.")
-    binding_pair: str | None = Field(
-        default=None, description="The pair whose theta is the largest (it sets theta); "
-        "null: no pair needs noise.")
-    binding_group: str | None = Field(
-        default=None, description="The group of binding_pair; null: none.")
-    priors_seq: int = Field(
-        default=0, ge=0, description="The learning round (seq on topic priors) whose laws "
-        "theta was calibrated on; 0: the configured laws, before any round.")
-    charge: float = Field(
-        default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
-        "spread / theta) (0 in records older than this field).")
-    window: int | None = Field(default=None, description=_WINDOW)
-
-
-class PriorsRecord(_Wire):
-    """One group's law in one learning round (topic ``priors``; seq 0 = the settings' laws)."""
-
-    seq: int = Field(ge=1, description="Learning round number: 1, 2, ...; one record per "
-                     "configured group per round, all with the round's seq.")
-    ts: float = Field(description=_CLOCK_TS)
-    group: str = Field(description="The configured group whose law this is.")
-    support: list[float] = Field(
-        description="The values of the law, sorted, within the configured domain.")
-    probs: list[float] = Field(
-        description="The probability of each support value (same length; sums to 1).")
-    epsilon_learn: float = Field(gt=0, description="Epsilon charged for this round.")
-    epsilon_spent: float = Field(
-        ge=0, description="Budget spent after this round's charge (in this window, if any).")
-    radius: float = Field(
-        default=0.0, ge=0, le=2, description="L1 radius around probs that holds the true law "
-        "with probability at least 1 - prior_confidence_beta (2: anything); theta is robust "
-        "over it.")
-    status: Literal["learned", "low_mass", "void"] = Field(
-        default="learned", description="learned: a new law; low_mass (noisy mass below "
-        "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
-        "radius are kept.")
-    window: int | None = Field(default=None, description=_WINDOW)
-
-
-class DeadLetter(_Wire):
+class DeadLetter(Wire):
     """A rejected input record (topic ``deadletter``); it changed no state."""
 
     source_topic: str = Field(description="The input topic the record was read from.")
@@ -157,7 +89,7 @@ class DeadLetter(_Wire):
         "reason says it all, and in records older than this field.")
 
 
-class Partial(_Wire):
+class Partial(Wire):
     """One input partition's aggregate (internal topic). sum_units: exact sum in grid units.
 
     group_units: per group, the sum of its present members' normalised histograms
@@ -168,6 +100,12 @@ class Partial(_Wire):
     sum_units: int
     group_units: dict[str, list[int]] = Field(default_factory=dict)
     newest_ts: float = 0.0
+    consumed_at: float = 0.0  # worker clock at the newest applied record's consumption (0: none)
+    # tree mode (stream_app/domain/admission.py): the partition's window, its sum of admitted
+    # contributions there, and the final admitted sum of the window before (None: unknown)
+    window: int | None = None
+    admitted_units: int | None = None
+    previous_units: int | None = None
 
 
 def truncate_raw(raw: bytes | None) -> str:

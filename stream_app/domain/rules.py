@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
+from stream_app.domain.admission import Admission
 from stream_app.domain.rejection import Rejected
 
 
@@ -18,6 +19,8 @@ class EventRules:
     auto_join: bool
     known_groups: frozenset[str]
     default_group: str | None  # the group of a join (or auto-join) that names none
+    # the tree's contribution bound (release_mechanism=tree; None: every change counts at once)
+    admission: Admission | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         # value -> (domain index, grid units) for the values a report may carry: the domain's

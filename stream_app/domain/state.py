@@ -30,6 +30,7 @@ class UserState:
     left_ts: float | None = None
     held: tuple[tuple[Any, ...], ...] = ()
     offsets: tuple[int, ...] = ()  # (partition, reports offset, membership offset); -1: none
+    admitted: tuple[int, ...] = ()  # tree mode: (window, admitted units, changes admitted)
 
     @property
     def contribution_units(self) -> int:
@@ -49,6 +50,7 @@ class UserState:
         d.left_ts = self.left_ts
         d.held = [list(h) for h in self.held]
         d.offsets = list(self.offsets) or None
+        d.admitted = list(self.admitted) or None
         return d
 
     @classmethod
@@ -59,6 +61,7 @@ class UserState:
             value_units=draft.value_units, value_ts=draft.value_ts, counts=tuple(draft.counts),
             recent_ids=unpack_ids(draft.ids), left_ts=draft.left_ts,
             held=tuple(tuple(h) for h in draft.held), offsets=tuple(draft.offsets or ()),
+            admitted=tuple(draft.admitted or ()),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -27,11 +27,13 @@ awaited together, before the batch is acked.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import faust
 from faust.types import TP
 
+from stream_app.domain.admission import admission_for
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import Partial, to_bytes
@@ -46,6 +48,7 @@ from stream_app.kafka.clients import faust_credentials
 from stream_app.metrics import Metrics
 from stream_app.release import Releaser
 from stream_app.release.partials_log import supersedes
+from stream_app.release.schedule import run_clock
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,8 @@ class PufferfishApp:
             domain=s.domain, grid_log2=s.grid_log2, dedup_window=s.dedup_window,
             auto_join=s.auto_join, known_groups=self.priors.groups,
             default_group=self.priors.default_group,
+            admission=admission_for(s.release_mechanism, s.max_changes_per_window,
+                                    s.budget_window_seconds, s.release_period_seconds),
         )
         self.app = app = new_app(
             s, s.app_id, broker=s.broker, broker_credentials=faust_credentials(s), store=s.store,
@@ -103,7 +108,7 @@ class PufferfishApp:
         app.agent(self.inputs, name="process")(self.input.process)
         app.agent(self.partials_topic, name="collect")(self._collect)
         app.timer(partials_interval(s), name="publish_partials")(self._publish_partials)
-        app.timer(s.release_period_seconds, name="release")(self._release_tick)
+        app.task(self._run_clock)  # the public clock (stream_app/release/schedule.py)
         app.timer(held_sweep_interval(s), name="expire_held")(self._expire_held)
         app.on_partitions_revoked.connect(self._on_rebalance)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(self._on_rebalance)  # type: ignore[arg-type]
@@ -153,16 +158,23 @@ class PufferfishApp:
     async def _publish_partials(self) -> None:
         if not self._ready():
             return
+        admission = self.rules.admission
+        window = admission.window_at(time.time()) if admission is not None else None
         for tp in sorted(self._assigned()):
             if tp.topic != self.settings.topic_reports:
                 continue
             try:
                 agg = self.table.aggregate(tp.partition)
+                if window is not None:
+                    agg.roll(window)  # on the clock: a partition without records rolls too
                 if not agg.dirty:
                     continue
-                sum_units, group_units, newest_ts = agg.snapshot()
+                tree = (dict(window=agg.window, admitted_units=agg.admitted_units,
+                             previous_units=agg.previous_units) if window is not None else {})
+                sum_units, group_units, newest_ts, consumed_at = agg.snapshot()
                 partial = Partial(partition=tp.partition, sum_units=sum_units,
-                                  group_units=group_units, newest_ts=newest_ts)
+                                  group_units=group_units, newest_ts=newest_ts,
+                                  consumed_at=consumed_at, **tree)
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001
                 self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
@@ -195,9 +207,5 @@ class PufferfishApp:
         return {int(k): Partial.model_validate(v) for k, v in self.partials.items()
                 if v is not None}
 
-    async def _release_tick(self) -> None:
-        try:
-            await self.releaser.on_clock()
-        except Exception as exc:  # noqa: BLE001 - retry on the next tick
-            self.metrics.broker_errors.inc()
-            log.error("release tick failed (%s: %s)", type(exc).__name__, exc)
+    async def _run_clock(self) -> None:
+        await run_clock(self.releaser)

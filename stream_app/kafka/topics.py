@@ -2,7 +2,8 @@
 
 Faust does not create source topics, and a broker may auto-create them with another partition
 count, so the worker (``pufferfish run``), the demo and the tests all create topics here first.
-The releases and priors topics are journals: infinite retention, never compacted.
+The releases and priors topics (and with release_mechanism=tree the node journal) are
+journals: infinite retention, never compacted.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         s.topic_releases: 1,
         s.topic_priors: 1,
         s.topic_deadletter: 1,
+        **({s.topic_tree_nodes: 1} if s.release_mechanism == "tree" else {}),
     }
 
 
 def journal_topics(settings: Settings) -> frozenset[str]:
-    return frozenset({settings.topic_releases, settings.topic_priors})
+    return frozenset({settings.topic_releases, settings.topic_priors, settings.topic_tree_nodes})
 
 
 async def _existing(admin: AIOKafkaAdminClient) -> dict[str, int]:

@@ -60,6 +60,8 @@ class Settings(ReleaseSettings):
     topic_deadletter: str = Field(default="deadletter", min_length=1)
     topic_partials: str = Field(default="pufferfish-partials", min_length=1)
     topic_priors: str = Field(default="priors", min_length=1)
+    # release_mechanism=tree: the node journal (raw noise: internal, never public)
+    topic_tree_nodes: str = Field(default="pufferfish-tree-nodes", min_length=1)
     input_partitions: int = Field(default=4, ge=1, le=1024)
 
     # --- privacy --------------------------------------------------------------------------

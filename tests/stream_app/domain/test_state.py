@@ -164,12 +164,13 @@ def test_state_json_has_every_field() -> None:
     from dataclasses import fields
 
     # recent_ids (the digests) is stored as one base64 string "ids"; the optional fields
-    # (left_ts, held, offsets as "o") only when set, and then they round-trip
-    names = {f.name for f in fields(UserState)} - {"recent_ids", "offsets"} | {"ids", "o"}
+    # (left_ts, held, offsets as "o", admitted as "a") only when set, and then they round-trip
+    names = {f.name for f in fields(UserState)} - {"recent_ids", "offsets", "admitted"} \
+        | {"ids", "o", "a"}
     full = UserState(partition=0, left_ts=5.0, held=((1.0, 4.0, "r1", 0, 17, 99.0),),
-                     offsets=(0, 17, 3))
+                     offsets=(0, 17, 3), admitted=(7, 2048, 1))
     assert set(full.to_json()) == names
-    assert set(UserState(partition=0).to_json()) == names - {"left_ts", "held", "o"}
+    assert set(UserState(partition=0).to_json()) == names - {"left_ts", "held", "o", "a"}
     assert UserState.from_stored(full.to_bytes()) == full
     assert Draft.decode(full.to_bytes(), 0).to_bytes() == full.to_bytes()
 

@@ -1,0 +1,115 @@
+"""The records the worker publishes for analysts: releases and learning rounds (their JSON
+Schemas: ``pufferfish schema``). Every field is a function of the settings, the public clock,
+the published laws and fresh noise (docs/privacy.md, "Published fields")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from stream_app.domain.wire import Wire
+
+_CLOCK_TS = "When the worker published it: seconds since the Unix epoch (its own clock)."
+_WINDOW = (
+    "Privacy window of the charge, floor(tick x release_period_seconds / "
+    "budget_window_seconds), the window of the tick's due time: the budget renews each window. "
+    "Null (or absent, in older records) when budget_window_seconds is not set."
+)
+_ROUNDS = ("R: the learning rounds whose radii the guarantee relies on so far, in the horizon "
+           "of pufferfish plan (without windows: every round; with windows: this window's, "
+           "plus 1 for the round in force when it opened); 0 with declared priors.")
+_TICK = ("The public clock's tick: due at tick x release_period_seconds seconds since the Unix "
+         "epoch. One release per tick while the budget lasts (a late tick is published late, "
+         "never dropped); a missing number is a tick due while no worker ran (an outage). Null "
+         "in records older than this field.")
+
+
+class Release(Wire):
+    """One noisy sum and its budget charge (topic ``releases``, the budget journal)."""
+
+    seq: int = Field(ge=1, description="Release number: 1, 2, ... in publication order, never "
+                     "reused (the journal's order, across restarts).")
+    ts: float = Field(description=_CLOCK_TS)
+    noisy_sum: float = Field(
+        description="The sum of the present users' newest reported values plus discrete "
+        "Laplace noise of scale theta on the 2^grid_log2 grid.")
+    theta: float = Field(
+        ge=0, description="Laplace noise scale, calibrated from public inputs only (the "
+        "settings and the published laws), never from the data.")
+    epsilon: float = Field(gt=0, description="The configured epsilon per release.")
+    epsilon_spent: float = Field(
+        ge=0, description="Budget spent so far (in this window, if any), releases and learning "
+        "rounds together, this release's charge included.")
+    epsilon_remaining: float = Field(
+        description="budget_total - epsilon_spent (at least 0).")
+    pairs: list[str] = Field(
+        description="The secret pairs protected: value_change, value_presence, "
+        "distribution_presence, distribution_change.")
+    rule: str = Field(
+        description="The calibration rule: kantorovich, exact, bound or relaxed.")
+    binding_pair: str | None = Field(
+        default=None, description="The pair whose theta is the largest (it sets theta); "
+        "null: no pair needs noise.")
+    binding_group: str | None = Field(
+        default=None, description="The group of binding_pair; null: none.")
+    priors_seq: int = Field(
+        default=0, ge=0, description="The learning round (seq on topic priors) whose laws "
+        "theta was calibrated on; 0: the configured laws, before any round.")
+    charge: float = Field(
+        default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
+        "spread / theta) (0 in records older than this field).")
+    window: int | None = Field(default=None, description=_WINDOW)
+    tick: int | None = Field(default=None, ge=0, description=_TICK)
+    learning_rounds: int = Field(default=0, ge=0, description=_ROUNDS)
+    failure_probability: float = Field(
+        default=0.0, ge=0, le=1, description="Cumulative failure probability so far: min(1, "
+        "groups x learning_rounds x prior_confidence_beta), the probability that a learned "
+        "radius misses its true law (0 with declared priors, and in older records).")
+    mechanism: Literal["independent", "tree"] = Field(
+        default="independent", description="release_mechanism: independent (each release "
+        "noised and charged on its own) or tree (one tree of noisy nodes per privacy window: "
+        "theta is the node scale, charge the window's on its first release, 0 after).")
+    window_tick: int | None = Field(
+        default=None, ge=0, description="tree: the tick's index in its window, tick minus the "
+        "window's first tick; null for independent releases.")
+    nodes: list[str] | None = Field(
+        default=None, description="tree: the draws this release adds to the exact sum, 'base' "
+        "and 'level.index' ids, a function of window_tick, the window's ticks and arity; the "
+        "same id in one window is the same draw. Null for independent releases.")
+    arity: int | None = Field(
+        default=None, ge=2, description="tree: the tree's arity (2..16, the least predicted "
+        "noise for the window's ticks, max_changes_per_window and the spread); null otherwise.")
+    max_changes_per_window: int | None = Field(
+        default=None, ge=0, description="tree: w, the public bound on how often one user's "
+        "contribution may change per window (later changes wait for the next window); null "
+        "for independent releases.")
+
+
+class PriorsRecord(Wire):
+    """One group's law in one learning round (topic ``priors``; seq 0 = the settings' laws)."""
+
+    seq: int = Field(ge=1, description="Learning round number: 1, 2, ...; one record per "
+                     "configured group per round, all with the round's seq.")
+    ts: float = Field(description=_CLOCK_TS)
+    group: str = Field(description="The configured group whose law this is.")
+    support: list[float] = Field(
+        description="The values of the law, sorted, within the configured domain.")
+    probs: list[float] = Field(
+        description="The probability of each support value (same length; sums to 1).")
+    epsilon_learn: float = Field(gt=0, description="Epsilon charged for this round.")
+    epsilon_spent: float = Field(
+        ge=0, description="Budget spent after this round's charge (in this window, if any).")
+    radius: float = Field(
+        default=0.0, ge=0, le=2, description="L1 radius around probs that holds the true law "
+        "with probability at least 1 - prior_confidence_beta (2: anything); theta is robust "
+        "over it.")
+    status: Literal["learned", "low_mass", "void"] = Field(
+        default="learned", description="learned: a new law; low_mass (noisy mass below "
+        "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
+        "radius are kept.")
+    window: int | None = Field(default=None, description=_WINDOW)
+    tick: int | None = Field(default=None, ge=0, description="The public clock's tick whose "
+                             "round this is (core.plan.learning_due); null in older records.")
+
+

@@ -1,0 +1,95 @@
+"""The releaser in tree mode on a real broker (tansu), without Faust: one tree per window from
+the laws in force when it opens, charged once, each node drawn once and journaled in
+``topic_tree_nodes``; a new owner mid-window continues the same tree (same base and nodes);
+every node scale passes the exact audit of its node."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from core.auditor import audit
+from core.clock import latest_tick
+from core.distribution import Distribution, point_zero
+from core.schedule import window_ticks
+from core.tree import tree_mechanism
+from core.tree_sensitivity import coupled_range
+from core.vocabulary import PairKind
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.domain.models import Partial, Release
+from stream_app.release.journal import read_journal
+from stream_app.release.tree_nodes import NodeRecord
+from tests.stream_app.release.test_releaser import running, settings
+
+pytestmark = pytest.mark.integration
+
+PERIOD, WINDOW, W, BUDGET = 1.0, 12.0, 2, 2.0
+GRID = 4  # grid_log2 -2: 4 units per 1.0
+
+
+def part(window: int, admitted: int) -> dict[int, Partial]:
+    return {0: Partial(partition=0, sum_units=admitted, window=window, admitted_units=admitted,
+                       previous_units=0)}
+
+
+async def _tree(broker: EmbeddedBroker, data_dir: Path) -> None:
+    s = await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
+                       release_mechanism="tree", budget_window_seconds=WINDOW,
+                       release_period_seconds=PERIOD, max_changes_per_window=W,
+                       budget_total=BUDGET, learn_period_seconds=86400 * 366)
+    # a window that starts after the releasers do: every tick of it is due later (not skipped)
+    window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
+    first, last = window_ticks(window, PERIOD, WINDOW)
+    ticks = last - first + 1
+    assert ticks == 12
+    exact = [40 + 4 * (t // 5) for t in range(ticks)]  # admitted sums: two changes in the window
+    parts = part(window, exact[0])
+    published: list[Release] = []
+    for span in (range(0, 7), range(7, ticks)):  # an owner, then a new one mid-window
+        async with running(s, parts) as r:
+            for t in span:
+                parts.update(part(window, exact[t]))
+                record = await r.on_clock(first + t)
+                assert record is not None, t
+                published.append(record)
+    # the next window: a new tree, charged again
+    parts.update(part(window + 1, 60))
+    async with running(s, parts) as r:
+        nxt = await r.on_clock(last + 1)
+    assert nxt is not None and nxt.window == window + 1 and nxt.charge == BUDGET
+    assert nxt.window_tick == 0 and nxt.nodes == ["base"]
+
+    m = tree_mechanism(ticks, W, [PairKind.VALUE_PRESENCE], 2.0, [0.0, 1.0, 2.0], BUDGET, -2)
+    nodes = await read_journal(s, s.topic_tree_nodes, NodeRecord)
+    mine = [n for n in nodes if n.window == window]
+    assert max(Counter(n.node for n in mine).values()) == 1  # no node drawn twice
+    noise = {n.node: n.units for n in mine}
+    assert {(n.scale, n.arity, n.ticks) for n in mine} == {(m.scale, m.shape.arity, ticks)}
+    for t, r in enumerate(published):
+        assert (r.mechanism, r.tick, r.window, r.window_tick) == ("tree", first + t, window, t)
+        assert r.nodes == m.draws(t) and r.arity == m.shape.arity
+        assert r.max_changes_per_window == W and r.theta == m.scale
+        assert r.charge == (BUDGET if t == 0 else 0.0)  # the window's charge, once
+        assert r.epsilon_spent == BUDGET and r.epsilon_remaining == 0.0  # never above it
+        # the exact admitted sum plus the journal's noise of the release's nodes, on the grid
+        assert r.noisy_sum * GRID == exact[t] + sum(noise[n] for n in r.nodes)
+    journal = await read_journal(s, s.topic_releases, Release)
+    assert [r.tick for r in journal] == [first + t for t in range(ticks)] + [last + 1]
+
+    # every scale the product published passes the exact audit of its node: the base is the
+    # user's own pair (value 2 or absent, spread 2), an increment node moves by node_move
+    theta = published[0].theta
+    assert audit(Distribution.point(2.0), point_zero(), theta).loss <= 2.0 / theta + 1e-12
+    move = coupled_range(PairKind.VALUE_PRESENCE, 2.0, [0.0, 1.0, 2.0]).node_move
+    assert audit(Distribution.point(move), point_zero(), theta).loss == pytest.approx(move / theta)
+    assert m.sensitivity / theta <= BUDGET
+
+
+def test_a_window_tree_on_the_broker_charged_once_and_continued_by_a_new_owner(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_tree(broker, tmp_path))
