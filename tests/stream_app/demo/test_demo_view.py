@@ -44,7 +44,7 @@ class _Clock:
 def _tap(path: Path, seq: int, units: dict[int, int]) -> None:
     partials = {p: Partial(partition=p, sum_units=u, newest_ts=float(p)) for p, u in units.items()}
     with open(path, "a", encoding="utf-8") as f:
-        f.write(truth_line(seq, -10, partials))
+        f.write(truth_line(seq, -10, partials) or "")
 
 
 def _view(tmp_path: Path, quiet: bool = False) -> tuple[DemoView, list[str], _Clock, Path]:
@@ -232,3 +232,19 @@ def test_the_comparison_band_is_plans_independent_sd_at_the_same_budget() -> Non
     theta, grid = 300 * 5 / 9, 2.0**-10
     q = math.exp(-grid / theta)
     assert sd == pytest.approx(grid * math.sqrt(2 * q) / (1 - q), rel=1e-9)
+
+
+def test_the_truth_of_a_tree_release_is_the_admitted_sum_of_its_window() -> None:
+    partials = {
+        0: Partial(partition=0, sum_units=900, window=7, admitted_units=500),  # held changes
+        1: Partial(partition=1, sum_units=300, window=8, admitted_units=40, previous_units=250),
+        2: Partial(partition=2, sum_units=70),  # no record in the tree's window yet: raw
+    }
+    doc = json.loads(truth_line(3, -10, partials, window=7) or "")
+    assert doc["partitions"] == {"0": [500, 0.0], "1": [250, 0.0], "2": [70, 0.0]}
+    # independent: the raw sums, as before
+    raw = json.loads(truth_line(3, -10, partials) or "")
+    assert [v[0] for v in raw["partitions"].values()] == [900, 300, 70]
+    # a partition two windows ahead cannot tell window 7's final sum: no line (exact_sum n/a)
+    ahead = {0: Partial(partition=0, sum_units=1, window=9, admitted_units=1, previous_units=1)}
+    assert truth_line(3, -10, ahead, window=7) is None
