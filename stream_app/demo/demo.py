@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from core.errors import PufferfishError
+from stream_app.demo import demo_defaults
 from stream_app.demo.broker import port_free
 from stream_app.demo.demo_run import PROG, DemoRun
 
@@ -44,12 +46,15 @@ def _parser() -> argparse.ArgumentParser:
         "--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)"
     )
     p.add_argument("--epsilon", type=float, default=1.0, help="privacy loss per release")
-    p.add_argument("--budget", type=float, default=50.0, help="total privacy budget")
-    p.add_argument("--release-period", type=float, default=5.0, help="seconds between releases")
-    p.add_argument("--learn-period", type=float, default=10.0,
-                   help="seconds between learning rounds (DP estimate of the group's law)")
-    p.add_argument("--epsilon-learn", type=float, default=1.0,
-                   help="privacy loss per learning round")
+    p.add_argument("--budget", type=float, default=None,
+                   help="privacy budget, per window with one (default: tree 10, independent 50)")
+    p.add_argument("--release-period", type=float, default=None,
+                   help="seconds between releases (default: tree 1, independent 5)")
+    p.add_argument("--learn-period", type=float, default=None,
+                   help="seconds between learning rounds (DP estimate of the group's law; "
+                   "default: tree 30, independent 10)")
+    p.add_argument("--epsilon-learn", type=float, default=None,
+                   help="privacy loss per learning round (default: tree 0.5, independent 1)")
     p.add_argument(
         "--metrics-port", type=int, default=9102, help="worker /metrics port on 127.0.0.1 (0: free)"
     )
@@ -60,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plot", action="store_true", help="write no PNG")
     p.add_argument("--quiet", action="store_true",
                    help="terse release lines (theta, noisy sum) without exact sum and error")
+    demo_defaults.add_arguments(p)
     return p
 
 
@@ -71,6 +77,10 @@ def _check(args: argparse.Namespace) -> None:
     }
     if args.duration is not None:
         positive["duration"] = args.duration
+    if args.window is not None:
+        positive["window"] = args.window
+    if args.max_changes < 0:
+        raise DemoArgumentError("max-changes", f"must be >= 0, got {args.max_changes}")
     for name, value in positive.items():
         if not value > 0 or value != value or value == float("inf"):
             raise DemoArgumentError(name, f"must be a finite number > 0, got {value}")
@@ -89,6 +99,7 @@ def _check(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(argv) if argv is not None else None)
+        demo_defaults.fill(args, time.time())
         _check(args)
     except DemoArgumentError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

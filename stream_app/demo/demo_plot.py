@@ -79,8 +79,11 @@ def draw(points: Sequence[Point], rounds: Sequence[Round], budget: float, t0: fl
                              [e + b for e, b in zip(exact, band, strict=True)],
                              color="tab:blue", alpha=0.15, lw=0,
                              label="exact ± 2 sd of each release (sd = θ·√(2·draws))")
+            admitted = any(p.mechanism == "tree" for p in known)
             top.plot(t, exact, "s-", color="tab:blue", lw=1.4, ms=3.5,
-                     label="exact sum (known only to this simulation)")
+                     label="exact sum (known only to this simulation)" if not admitted else
+                     "exact sum of admitted contributions (known only to this simulation; a "
+                     "user's changes beyond max_changes_per_window wait for the next window)")
             top.vlines(t, exact, [p.noisy for p in known], color="gray", lw=0.8,
                        label="error = noisy − exact")
             inside = sum(abs(p.noisy - e) <= b for p, e, b in zip(known, exact, band, strict=True))

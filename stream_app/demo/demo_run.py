@@ -102,7 +102,7 @@ class DemoRun:
         )
         metrics_port = self.args.metrics_port or free_port()
         settings = demo_settings(self.args, broker.url, self.workdir, metrics_port)
-        self.view.independent_sd = comparison_sd(settings)
+        self.view.independent_sd = comparison_sd(settings, _say)
         await ensure_topics(settings)
         self.worker, self.worker_log, truth_path = start_demo_worker(settings, self.workdir)
         self.view.truth = Truth(truth_path)
