@@ -1,6 +1,6 @@
 """The Faust pipelines of the throughput benchmark (bench/throughput.py), one per process:
 ``python -m bench.faust_pipelines KIND``, settings from the worker's PUFFERFISH_* variables.
-Progress is exported as ``pufferfish_events_consumed_total`` so it is scraped like the worker.
+Progress is exported as ``pufferfish_events_applied_total`` so it is scraped like the worker.
 
 - ``bare``: ``async for`` over the stream of both input topics, nothing else;
 - ``recipe``: the fastest known Faust pipeline with per-user state and no pufferfish logic
@@ -65,7 +65,7 @@ def run(kind: str) -> int:
 
     s = Settings()
     registry = CollectorRegistry()
-    consumed = PromCounter("pufferfish_events_consumed", "events", ["kind"], registry=registry)
+    consumed = PromCounter("pufferfish_events_applied", "events", ["kind"], registry=registry)
     start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
     app = build_app(kind, s)
     inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,

@@ -3,7 +3,7 @@ benchmarks: topic names, the PUFFERFISH_* environment, the processes' counters (
 their Prometheus endpoints) and CPU time, waiting for a count, the machine's load average.
 
 A pipeline is any ``python -m ...`` that reads the worker's settings from PUFFERFISH_* and
-exports ``pufferfish_events_consumed_total``: the worker (bench/worker_pipeline.py) and the
+exports ``pufferfish_events_applied_total``: the worker (bench/worker_pipeline.py) and the
 Faust pipelines (bench/faust_pipelines.py).
 """
 
@@ -38,7 +38,7 @@ TANSU_KNOBS = {
 
 
 INPUT_CPU = "pufferfish_input_cpu_seconds_total"  # the worker's Ingest.handle_batch (0: none)
-HANDLED = ("pufferfish_events_consumed_total", "pufferfish_events_rejected_total")
+HANDLED = ("pufferfish_events_applied_total", "pufferfish_events_rejected_total")
 BENCH_SERIES = (*HANDLED, INPUT_CPU, "pufferfish_releases_total")
 
 

@@ -1,15 +1,7 @@
 """Parse a secret-pair spec (the CLI's JSON) and audit a theta on it. Pure: no I/O.
 
-Spec shape::
-
-    {"pair": "value_change" | "value_presence" | "distribution_presence"
-             | "distribution_change" | "priors",
-     "rule": "bound" | "relaxed" | "exact" | "kantorovich" | "binary",   # default "exact"
-     "a": num, "b": num,                      # value pairs
-     "P": {"support": [...], "probs": [...]}, "Q": {...},   # user distributions / priors of X
-     "rest": {...}}                           # law of f(D_{-i}), only for the relaxed binary rule
-
-For "priors", P and Q are two priors of X itself. Every other key, a missing field, or a rule
+Spec shape: SPEC_FORMAT below (also what ``pufferfish calibrate --help`` and ``audit --help``
+show). For "priors", P and Q are two priors of X itself. Every other key, a missing field, or a rule
 that does not apply to the pair is a PufferfishInputError naming the field. The reported
 ``loss`` is the exact two-sided audit of theta on the user's own pair, which bounds the loss
 for every population of other users (ERRATA, "A user-local exact calibration"). Parsing needs
@@ -31,6 +23,23 @@ from core.vocabulary import PRIORS, PairKind, Rule, applicable, rule
 
 DEFAULT_RULE = Rule.EXACT
 
+SPEC_FORMAT = """\
+SPEC: one JSON object, from a file or - (stdin): the secret pair of one user
+and, optionally, the rule theta is derived by.
+
+  "pair"  the fields it needs
+  value_change           "a", "b": two values the user may hold (a != b)
+  value_presence         "a": the user's value, against the user's absence
+  distribution_presence  "P": the user's law, against the user's absence
+  distribution_change    "P", "Q": two laws the user's value may follow
+                         ("rest", the law of the others' sum: relaxed rule only)
+  priors                 "P", "Q": two priors of the data itself
+  A law is {"support": [values], "probs": [probabilities summing to 1]}.
+  "rule": exact (the default), kantorovich, bound, relaxed, or binary (two
+  Bernoulli laws of distribution_change); a rule that does not apply to the
+  pair is an error naming those that do.
+"""
+
 # Fields each pair requires; "rest" is accepted only where a rule needs it.
 PAIR_FIELDS: dict[str, tuple[str, ...]] = {
     PairKind.VALUE_CHANGE: ("a", "b"),
@@ -40,6 +49,8 @@ PAIR_FIELDS: dict[str, tuple[str, ...]] = {
     PRIORS: ("P", "Q"),
 }
 
+LAW_FIELDS = ("P", "Q", "rest")  # the fields holding a law {"support": [...], "probs": [...]}
+LAW_KEYS = ("support", "probs")
 RULES_NEEDING_REST = {(PairKind.DISTRIBUTION_CHANGE, Rule.RELAXED)}
 BERNOULLI_RULES = {(PairKind.DISTRIBUTION_CHANGE, Rule.RELAXED),
                    (PairKind.DISTRIBUTION_CHANGE, Rule.BINARY)}
@@ -66,7 +77,7 @@ class SecretSpec:
 def _distribution(spec: Mapping[str, Any], field: str) -> Distribution:
     raw = validation.mapping(spec[field], field, "must be an object {support, probs}")
     validation.known(raw, ("support", "probs"), "is not a known field", f"{field}.")
-    validation.present(raw, ("support", "probs"), "is missing", f"{field}.")
+    validation.present(raw, LAW_KEYS, "is missing", f"{field}.")
     try:
         return Distribution.from_points(raw["support"], raw["probs"])
     except PufferfishInputError as exc:
@@ -87,6 +98,8 @@ def parse_spec(spec: object) -> SecretSpec:
         why={"rest": f"is only used by the relaxed rule of distribution_change, not {pair}/{how}"},
     )
     validation.present(spec, fields, f"is required for {pair}/{how}")
+    laws = {f: spec[f] for f in fields if f in LAW_FIELDS}
+    validation.present_in_each(laws, LAW_KEYS, "is missing")  # all of them named at once
 
     if kind in (PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE):
         a = validation.real(spec["a"], "a")

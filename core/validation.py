@@ -428,10 +428,24 @@ def mapping(value: object, field: str, message: str) -> Mapping[str, Any]:
 
 
 def present(data: Mapping[str, Any], keys: Sequence[str], message: str, prefix: str = "") -> None:
-    """Every key is in ``data`` (the first missing one is named, after ``prefix``)."""
-    for key in keys:
-        if key not in data:
-            raise PufferfishInputError(f"{prefix}{key}", message)
+    """Every key is in ``data``; else one error naming all the missing ones (each after
+    ``prefix``, in ``keys`` order), so a user fixes them in one go. ``message`` ("is …") says
+    "are …" for several."""
+    _none_missing([f"{prefix}{key}" for key in keys if key not in data], message)
+
+
+def present_in_each(objects: Mapping[str, Any], keys: Sequence[str], message: str) -> None:
+    """``present`` for several objects at once (``objects``: field name -> value; a value that
+    is not an object is left to its own check): one error names every missing ``field.key``."""
+    _none_missing([f"{name}.{key}" for name, data in objects.items()
+                   if isinstance(data, Mapping) for key in keys if key not in data], message)
+
+
+def _none_missing(missing: Sequence[str], message: str) -> None:
+    if len(missing) > 1 and message.startswith("is "):
+        message = "are " + message.removeprefix("is ")
+    if missing:
+        raise PufferfishInputError(", ".join(missing), message)
 
 
 def known(

@@ -36,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Regenerate every numeric result of the paper, side by "
                 "side with the printed values and the exact audit.")
-    p.add_argument("--out", metavar="DIR", help="output directory (created if missing)")
+    p.add_argument("--out", metavar="DIR",
+                   help="output directory, required (no default; created if missing)")
     p.add_argument("--eps-grid", metavar="N", help="points per epsilon grid (default: the "
                    "paper's grids; N smaller than the paper's picks N of its points)")
     p.add_argument("--quick", action="store_true",

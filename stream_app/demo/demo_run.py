@@ -47,7 +47,6 @@ class DemoRun:
         self.started_wall = time.time()
         self.last_ts = 0.0  # event ts: strictly increasing (a unique, ordered time per event)
         self.view = DemoView(args.budget, Truth(None), quiet=args.quiet, say=_say)
-        self.budget_announced = False
         self.failed = False
         self.metrics: dict[str, float] = {}
         self.processed = 0
@@ -71,12 +70,10 @@ class DemoRun:
                 loop.remove_signal_handler(sig)
         elapsed = time.monotonic() - started
         self.view.pump(final=True)
-        _say(
-            f"stopped: sent {self.sent} events in {elapsed:.1f} s "
-            f"({self.sent / max(elapsed, 1e-9):.0f} events/s), worker took in {self.processed}, "
-            f"{self.view.releases} releases and {self.view.round_records} learning-round "
-            "records seen"
-        )
+        _say(f"stopped: sent {self.sent} events in {elapsed:.1f} s "
+             f"({self.sent / max(elapsed, 1e-9):.0f} events/s), worker took in {self.processed}, "
+             f"{self.view.releases} releases and {self.view.round_records} learning-round "
+             "records seen")
         if not self.args.no_plot:
             line, ok = plot_run(self.args.plot, self.view, self.args.budget, self.started_wall)
             _say(line if ok else f"{PROG}: error: {line}")
@@ -200,14 +197,12 @@ class DemoRun:
             metrics = totals(await loop.run_in_executor(None, scrape, self.metrics_url))
             if metrics:
                 self.metrics = metrics
-                self.processed = int(
-                    metrics.get("pufferfish_events_consumed_total", 0)
-                    + metrics.get("pufferfish_events_rejected_total", 0)
-                )
+                self.processed = int(sum(metrics.get(f"pufferfish_events_{outcome}_total", 0)
+                                         for outcome in ("applied", "rejected")))
             await asyncio.sleep(METRICS_POLL_SECONDS)
 
     async def _watch(self, started: float) -> None:
-        """Worker liveness, budget exhaustion (from /metrics) and a periodic throughput line."""
+        """Worker liveness, budget exhaustion (/metrics; ends the run), a throughput line."""
         next_status = time.monotonic() + STATUS_EVERY_SECONDS
         while not self.stop.is_set():
             await asyncio.sleep(0.5)
@@ -218,13 +213,19 @@ class DemoRun:
                     _say(f"  worker log: {line}")
                 self.failed = True
                 return
-            exhausted = self.metrics.get("pufferfish_budget_exhausted", 0) >= 1
-            if exhausted and not self.budget_announced:
-                self.budget_announced = True
-                _say("budget exhausted: no more releases; still running until stopped")
+            if self.metrics.get("pufferfish_budget_exhausted", 0) >= 1:
+                _say("budget spent: no more releases; the demo ends")
+                await self._show_every_release()  # every release published is printed
+                return
             if time.monotonic() >= next_status:
                 next_status += STATUS_EVERY_SECONDS
                 self._status(started)
+
+    async def _show_every_release(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (
+                self.view.releases < self.metrics.get("pufferfish_releases_total", 0)):
+            await asyncio.sleep(0.2)
 
     def _status(self, started: float) -> None:
         now = time.monotonic()

@@ -1,6 +1,7 @@
 """Wire records (JSON) and the classification of raw input bytes.
 
-Only ``DeadLetter.raw`` ever carries input bytes (truncated); reasons are fixed labels.
+Only ``DeadLetter.raw`` ever carries input bytes (truncated), and only when the operator turned
+on ``deadletter_include_raw``; reasons are fixed labels.
 """
 
 from __future__ import annotations
@@ -71,9 +72,11 @@ class DeadLetter(Wire):
     """A rejected input record (topic ``deadletter``); it changed no state."""
 
     source_topic: str = Field(description="The input topic the record was read from.")
-    raw: str = Field(
-        description="The record's value: its first 256 bytes as text, invalid UTF-8 escaped "
-        "as \\xNN; empty for a null value.")
+    raw: str | None = Field(
+        default=None, description="Null unless the worker runs with deadletter_include_raw="
+        "true (operator-facing and sensitive: the reported values themselves): then the "
+        "record's value, its first 256 bytes as text, invalid UTF-8 escaped as \\xNN; empty "
+        "for a null value. Without it, partition and offset locate the record on source_topic.")
     reason: str = Field(description="Why it was rejected: one fixed label (REJECT_REASONS).")
     ts: float = Field(description="When the worker rejected it: seconds since the Unix epoch.")
     partition: int | None = Field(
@@ -117,10 +120,12 @@ def truncate_raw(raw: bytes | None) -> str:
 
 def dead_letter(
     source_topic: str, raw: bytes | None, reason: str, ts: float, partition: int | None = None,
-    offset: int | None = None, detail: str | None = None,
+    offset: int | None = None, detail: str | None = None, include_raw: bool = False,
 ) -> DeadLetter:
-    """The letter of a record read from ``source_topic`` at ``partition``/``offset``."""
-    return DeadLetter(source_topic=source_topic, raw=truncate_raw(raw), reason=reason, ts=ts,
+    """The letter of a record read from ``source_topic`` at ``partition``/``offset``; its
+    bytes only with ``include_raw`` (the setting deadletter_include_raw; docs/privacy.md)."""
+    kept = truncate_raw(raw) if include_raw else None
+    return DeadLetter(source_topic=source_topic, raw=kept, reason=reason, ts=ts,
                       partition=partition, offset=offset, detail=detail)
 
 

@@ -14,7 +14,7 @@ from stream_app.metrics import Metrics
 
 class Outcomes:
     def __init__(self, metrics: Metrics) -> None:
-        self._consumed = {k: metrics.events_consumed.labels(kind=k) for k in EVENT_KINDS}
+        self._applied = {k: metrics.events_applied.labels(kind=k) for k in EVENT_KINDS}
         self._rejected = {r: metrics.events_rejected.labels(reason=r) for r in REJECT_REASONS}
         self._ignored = {r: metrics.events_ignored.labels(reason=r) for r in IGNORE_REASONS}
 
@@ -52,9 +52,9 @@ class Outcomes:
                 letters.extend(t.later.letters)
                 outcomes.update(letter.reason for letter in t.later.letters)
         if reports:
-            self._consumed["report"].inc(reports)
+            self._applied["report"].inc(reports)
         if memberships:
-            self._consumed["membership"].inc(memberships)
+            self._applied["membership"].inc(memberships)
         for reason, n in outcomes.items():
             if reason in self._rejected:
                 self._rejected[reason].inc(n)

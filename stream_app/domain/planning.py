@@ -24,12 +24,11 @@ the failure bound is a function of the settings (docs/privacy.md, "Learned prior
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from core.errors import PufferfishInputError
 from core.learning_radius import noise_l1_tail
@@ -38,12 +37,12 @@ from core.schedule import Schedule, WindowSchedule, budget_schedule, window_sche
 from stream_app.domain.plan_continual import loss_per_day, mechanisms, tree_mode, tree_window
 from stream_app.domain.plan_text import plan_text
 from stream_app.domain.priors import checked_start, learner_for, plan_for
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
+DESCRIPTION = ("What a configuration will publish, computed offline from the settings: theta "
+               "for each group and pair, the charge per release, the noise standard deviation, "
+               "how long the budget lasts on the public clock, and the failure probability of "
+               "learned priors.")
 
 
 def plan_summary(settings: Settings) -> dict[str, Any]:
@@ -182,8 +181,8 @@ def _failure(s: Settings, groups: int, learned: bool, aligned: Schedule, worst: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="pufferfish plan", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
+    parser = arguments.CommandParser("pufferfish plan", DESCRIPTION)
+    arguments.add_config(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)

@@ -169,7 +169,8 @@ class InputAgent:
         sends = [
             self.deadletter_topic.send(value=to_bytes(dead_letter(
                 letter.topic, letter.raw, letter.reason, now, partition=letter.partition,
-                offset=letter.offset, detail=letter.detail)))
+                offset=letter.offset, detail=letter.detail,
+                include_raw=self.settings.deadletter_include_raw)))
             for letter in letters
         ]
         return list(await asyncio.gather(*sends))

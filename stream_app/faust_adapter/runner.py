@@ -8,10 +8,11 @@ not acknowledge stops it with exit status 75 (stream_app/faust_adapter/write_ack
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import errno
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from stream_app.faust_adapter import diagnostics, log_safety, quiet_stop
 from stream_app.faust_adapter.stop_deadline import exit_after
 from stream_app.faust_adapter.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED
 from stream_app.kafka.topics import TopicSetupError, ensure_topics
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 
 log = logging.getLogger("stream_app.faust_adapter.runner")
 
@@ -70,6 +71,33 @@ def worker_class() -> type:
     return QuietWorker
 
 
+def listen_error(settings: Settings, exc: OSError) -> PufferfishInputError:
+    """The metrics server cannot listen: which setting to change, and how."""
+    where = f"{settings.metrics_host}:{settings.metrics_port}"
+    if exc.errno == errno.EADDRINUSE:
+        return PufferfishInputError("metrics_port", f"{where} is in use: set metrics_port "
+                                    "(PUFFERFISH_METRICS_PORT) to a free port (0: any, off: none)")
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return PufferfishInputError("metrics_host", f"cannot listen on {where}: not an address of "
+                                    "this host (PUFFERFISH_METRICS_HOST)")
+    return PufferfishInputError("metrics_port", f"cannot listen on {where}: {exc.strerror or exc}")
+
+
+def check_listen(settings: Settings) -> None:
+    """The metrics server's address is free to listen on (a bind, closed at once, with the
+    SO_REUSEADDR the server itself uses); else ONE PufferfishInputError naming the setting."""
+    if not settings.metrics_port:  # None: no server; 0: the OS picks a free port
+        return
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            settings.metrics_host, settings.metrics_port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise listen_error(settings, exc) from None
+
+
 def run_worker(settings: Settings, broker_timeout: float = 30.0,
                started: float | None = None) -> int:
     """Run one worker until SIGTERM/SIGINT (blocking). Returns the exit status: 0, or
@@ -87,13 +115,17 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     metrics = Metrics.create()
     # bad priors, pairs or a corrupt local state fail here, before any broker call
     worker_app = PufferfishApp(settings, metrics)
+    check_listen(settings)  # a busy port fails now, not after the broker is joined
     # the broker's wait counts from ``started`` (the process's start): --timeout bounds the
     # whole start-up
     left = broker_timeout - (time.monotonic() - started) if started is not None \
         else broker_timeout
     loop.run_until_complete(ensure_topics(settings, max(left, 0.1), shown=broker_timeout))
     if settings.metrics_port is not None:
-        metrics.serve(settings.metrics_host, settings.metrics_port)
+        try:
+            metrics.serve(settings.metrics_host, settings.metrics_port)
+        except OSError as exc:  # taken since check_listen
+            raise listen_error(settings, exc) from None
     worker = worker_class()(
         worker_app.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop,
         redirect_stdouts=False,
@@ -126,20 +158,20 @@ def process_started() -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     started = process_started()
-    parser = argparse.ArgumentParser(
-        prog="pufferfish run",
-        description="Run a pufferfish-stream worker (settings: PUFFERFISH_* env vars, JSON file).",
-    )
-    parser.add_argument("--config", help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
-    parser.add_argument("--broker", help="broker URL, e.g. kafka://localhost:9092")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="seconds to wait for the broker at start before giving up "
-                        "(default 30)")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    parser = arguments.CommandParser(
+        "pufferfish run",
+        "Run one worker until SIGTERM or Ctrl-C: it creates the missing topics, applies the "
+        "reports and membership events of its input partitions and publishes releases and "
+        "learning rounds on the public clock. Settings: PUFFERFISH_* variables and a JSON file "
+        "(docs/operations.md, \"Settings\").",
+        epilog="Exit status: 0 stopped; 2 bad settings or an unreachable broker (one line on "
+        "stderr); 75 a write the broker did not acknowledge.")
+    arguments.add_config(parser)
+    arguments.add_broker(parser)
+    arguments.add_timeout(parser, 30.0, "at start, from the process's start")
     try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
         settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
-        if not args.timeout > 0:
-            raise PufferfishInputError("--timeout", "must be a positive number of seconds")
         return run_worker(settings, args.timeout, started)
     except (PufferfishInputError, TopicSetupError) as exc:
         return _error(str(exc))

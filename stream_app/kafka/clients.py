@@ -7,6 +7,10 @@ from typing import Any
 
 from stream_app.settings import Settings
 
+# what to do when the broker cannot be reached (the errors of run, send and tail end with it)
+UNREACHABLE_HINT = ("is it running? Start it, or set --broker / PUFFERFISH_BROKER to a broker "
+                    "that runs (--timeout waits longer)")
+
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
     if "SSL" not in settings.broker_security_protocol:

@@ -18,7 +18,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from core.errors import PufferfishError
-from stream_app.kafka.clients import aiokafka_kwargs
+from stream_app.kafka.clients import UNREACHABLE_HINT, aiokafka_kwargs
 from stream_app.settings import Settings
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka error code
@@ -118,7 +118,8 @@ error names, when the caller's started earlier). aiokafka's log line per
                 last = exc
             await asyncio.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
     why = f" ({type(last).__name__})" if last is not None else ""
-    raise TopicSetupError(f"broker: {settings.broker} not reachable in {shown or timeout:g} s{why}")
+    raise TopicSetupError(f"broker: {settings.broker} not reachable in {shown or timeout:g} s"
+                          f"{why}: {UNREACHABLE_HINT}")
 
 
 @contextlib.contextmanager

@@ -38,6 +38,35 @@ def check_environment(environ: Mapping[str, str] = os.environ) -> None:
         raise PufferfishInputError(key, removed or unknown_setting(upper, names))
 
 
+def check_config_file(path: str, named_by: str) -> None:
+    """The config file ``path`` (named by ``named_by``: --config or PUFFERFISH_CONFIG_FILE)
+    exists and reads as UTF-8 JSON holding one object; else ONE PufferfishInputError. pydantic's
+    JSON source would take a missing file for an empty one: the defaults, without a word."""
+    where = f"{path} (from {named_by})"
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except FileNotFoundError:
+        raise PufferfishInputError("config", f"no such file: {where}") from None
+    except IsADirectoryError:
+        raise PufferfishInputError("config", f"is a directory: {where}") from None
+    except OSError as exc:
+        raise PufferfishInputError("config", f"cannot read {where}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PufferfishInputError(
+            "config", f"not UTF-8 text (byte {exc.start}): {where}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PufferfishInputError(
+            "config", f"not valid JSON ({exc.msg}, line {exc.lineno}): {where}") from None
+    except (ValueError, RecursionError):
+        raise PufferfishInputError("config", f"not valid JSON: {where}") from None
+    if not isinstance(doc, dict):
+        raise PufferfishInputError(
+            "config", f"must hold one JSON object of settings, not {type(doc).__name__}: {where}")
+
+
 def _validation_message(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err.get("loc", ())) or "settings"
@@ -54,17 +83,13 @@ def load_settings(config: str | None = None, overrides: Mapping[str, Any] = {}) 
     PufferfishInputError naming the field (the CLI prints it as one line, exit 2)."""
     check_environment()
     if config:
-        if not os.path.isfile(config):
-            raise PufferfishInputError("config", f"no such file: {config}")
         os.environ[CONFIG_FILE_ENV] = config
+    if os.environ.get(CONFIG_FILE_ENV):
+        check_config_file(os.environ[CONFIG_FILE_ENV], "--config" if config else CONFIG_FILE_ENV)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
         raise PufferfishInputError(*_validation_message(exc)) from None
-    except json.JSONDecodeError as exc:
-        raise PufferfishInputError(
-            "config", f"not valid JSON ({exc.msg}, line {exc.lineno})"
-        ) from None
     except SettingsError as exc:
         found = re.search(r'field "([^"]+)"', str(exc))
         raise PufferfishInputError(

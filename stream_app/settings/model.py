@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 from core.noise import grid_contains
 from core.vocabulary import STREAM_RULES, PairKind, Rule
+from stream_app.settings import broker_url
 from stream_app.settings.release import ReleaseSettings
 
 CONFIG_FILE_ENV = "PUFFERFISH_CONFIG_FILE"
@@ -107,6 +108,8 @@ class Settings(ReleaseSettings):
     data_dir: Path = Path("pufferfish-data")
     store: str = "memory://"
     max_payload_bytes: int = Field(default=4096, ge=64, le=1_048_576)
+    # a dead letter's raw: null, or the record's first 256 bytes (values!) to re-send (privacy.md)
+    deadletter_include_raw: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # Bound on reading the releases journal at start-up (tansu's ListOffsets is off by one
     # batch, so the reader also waits for this much quiet before trusting the end).
@@ -216,10 +219,7 @@ class Settings(ReleaseSettings):
     @field_validator("broker")
     @classmethod
     def _broker_url(cls, v: str) -> str:
-        hosts = v.split("://", 1)[1] if "://" in v else v
-        if not hosts or any(":" not in h for h in hosts.split(",")):
-            raise ValueError("must look like kafka://host:port[,host:port]")
-        return v
+        return broker_url.checked(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -238,4 +238,4 @@ class Settings(ReleaseSettings):
     @property
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
-        return self.broker.split("://", 1)[1] if "://" in self.broker else self.broker
+        return broker_url.bootstrap(self.broker)

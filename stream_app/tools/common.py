@@ -1,49 +1,34 @@
 """What ``send`` and ``tail`` share: one-line errors, quiet Kafka logs, bounded broker calls.
 
 Every broker problem at start-up (refused, no answer, TLS/SASL failure) becomes ONE
-``PufferfishInputError("bootstrap_servers", ...)``: the command prints it as
-``pufferfish: error: bootstrap_servers: ...`` and exits 2, within ``--timeout`` seconds.
+``PufferfishInputError("broker", ...)`` naming the broker and, when it cannot be reached, what
+to do: the command prints it as ``pufferfish: error: broker: ...`` and exits 2, within
+``--timeout`` seconds.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Coroutine, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 
 from core.errors import PufferfishInputError
 from stream_app.kafka.aio import within
+from stream_app.kafka.clients import UNREACHABLE_HINT
 from stream_app.settings import Settings
 
 T = TypeVar("T")
-BROKER_FIELD = "bootstrap_servers"
+BROKER_FIELD = "broker"  # the setting (--broker, PUFFERFISH_BROKER)
+CONNECT = "connect"  # the step of ``bounded`` that reaches the broker
 DEFAULT_TIMEOUT = 10.0
 EXIT_OK, EXIT_PARTIAL, EXIT_ERROR = 0, 1, 2
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one PufferfishInputError (one line, exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise PufferfishInputError("arguments", message)
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
 
 
 def fail(exc: BaseException | str) -> int:
@@ -112,13 +97,14 @@ def _cleaned_up(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 def broker_error(settings: Settings, problem: str, step: str = "") -> PufferfishInputError:
-    """``bootstrap_servers: <problem> <broker> [(step)]``: what went wrong with which broker."""
-    where = f" ({step})" if step else ""
-    return PufferfishInputError(BROKER_FIELD, f"{problem} {settings.bootstrap}{where}")
+    """``broker: <problem> <broker> [(step)]``: what went wrong with which broker; when
+    connecting (``step`` "connect"), what to do about it."""
+    where = f": {UNREACHABLE_HINT}" if step == CONNECT else f" ({step})" if step else ""
+    return PufferfishInputError(BROKER_FIELD, f"{problem} {settings.broker}{where}")
 
 
 async def bounded(aw: Awaitable[T], seconds: float, settings: Settings, what: str) -> T:
-    """Await ``aw`` (the step ``what``; "" for connecting) for at most ``seconds``; a late call
+    """Await ``aw`` (the step ``what``, e.g. CONNECT) for at most ``seconds``; a late call
     is cancelled and left behind (aiokafka calls may ignore cancellation on a dead connection).
     Errors name the broker."""
     task = await within(aw, seconds)
@@ -149,7 +135,7 @@ async def partition_counts(client_kwargs: Mapping[str, Any], settings: Settings,
     one). Also the reachability check: BROKER_FIELD error after ``timeout`` s."""
     client = AIOKafkaClient(**client_kwargs, request_timeout_ms=int(timeout * 1000))
     try:
-        await bounded(client.bootstrap(), timeout, settings, "")
+        await bounded(client.bootstrap(), timeout, settings, CONNECT)
         cluster = await bounded(client.fetch_all_metadata(), timeout, settings, "metadata")
     finally:
         await quietly(client.close(), timeout)

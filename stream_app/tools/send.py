@@ -31,7 +31,7 @@ from tqdm import tqdm
 from core.errors import PufferfishInputError
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.kafka.partitioning import partition_for
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 from stream_app.tools import common
 from stream_app.tools.lines import MEMBERSHIP, REPORTS, LineError, parse_line
 
@@ -160,7 +160,7 @@ class Run:
             linger_ms=int(self.settings.producer_linger_seconds * 1000),
         )
         try:
-            await common.bounded(producer.start(), self.timeout, self.settings, "")
+            await common.bounded(producer.start(), self.timeout, self.settings, common.CONNECT)
             self.started = True
             await self.send_all(producer, LineReader(stream))
         finally:
@@ -189,21 +189,17 @@ def _open(path: str) -> BinaryIO:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = common.OneLineParser(
-        prog="pufferfish send",
-        description="Send reports and membership events (JSONL, one per line) to the input "
-        "topics: key user_id, partition murmur2(key) mod the topic's partitions.",
+    parser = arguments.CommandParser(
+        "pufferfish send",
+        "Send reports and membership events (JSONL, one per line) to the input topics: key "
+        "user_id, partition murmur2(key) mod the topic's partitions.",
         epilog="stdout: one JSON summary of what the broker acknowledged. Exit status: 0 all "
         "acknowledged, 1 some lines skipped (each named on stderr), 2 error.")
     parser.add_argument("input", nargs="?", default="-", metavar="FILE|-",
-                        help="JSONL file of reports and membership events (default: stdin)")
-    parser.add_argument("--config", metavar="FILE",
-                        help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
-    parser.add_argument("--broker", metavar="URL",
-                        help="broker URL, e.g. kafka://localhost:9092 (same as PUFFERFISH_BROKER)")
-    parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,
-                        metavar="S", help="seconds to wait for the broker at each step "
-                        "(default 10)")
+                        help="JSONL file of reports and membership events, - for stdin")
+    arguments.add_config(parser)
+    arguments.add_broker(parser)
+    arguments.add_timeout(parser, common.DEFAULT_TIMEOUT, "at each step")
     parser.add_argument("--progress", action="store_true",
                         help="progress bar on stderr even when it is not a terminal")
     try:

@@ -4,11 +4,12 @@
 [--max N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default
 (``release seq=… tick=… theta=… noisy_sum=… epsilon_spent=spent/total … [learning_rounds=…
 failure_probability=…]``, ``priors seq=… tick=… group=… status=… radius=… law={…}``,
-``deadletter reason=… source_topic=… partition=… offset=… detail="…"``: without the record's
-bytes, which only --json shows), or each record's JSON as published with --json. Starts at the
-end (new records only) unless --from-beginning; stops after --max records; Ctrl-C ends it
-quietly (exit 0). Topics that do not exist yet are waited for. A broker that does not answer
-within --timeout: one line ``pufferfish: error: bootstrap_servers: ...``, exit 2.
+``deadletter reason=… source_topic=… partition=… offset=… detail="…"``: never the record's
+bytes), or each record's JSON as published with --json (a dead letter's ``raw``: null unless
+the worker runs with deadletter_include_raw). Starts at the end (new records only) unless
+--from-beginning; stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do not
+exist yet are waited for. A broker that does not answer within --timeout: one line
+``pufferfish: error: broker: ...``, exit 2.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import argparse
 import asyncio
 import heapq
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from core.errors import PufferfishInputError
 from stream_app.domain.models import DeadLetter, PriorsRecord, Release
 from stream_app.kafka.clients import aiokafka_kwargs
-from stream_app.settings import Settings, load_settings
+from stream_app.settings import Settings, arguments, load_settings
 from stream_app.tools import common
 
 KINDS = ("releases", "priors", "deadletter")
@@ -62,7 +62,7 @@ def priors_line(p: PriorsRecord) -> str:
 
 
 def deadletter_line(d: DeadLetter) -> str:
-    """Where the rejected record is and why; its bytes (``raw``) are left to --json."""
+    """Where the rejected record is and why; never its bytes (``raw``, when kept: --json)."""
     def known(v: int | None) -> str:
         return "-" if v is None else str(v)
 
@@ -131,7 +131,7 @@ async def follow(settings: Settings, topics: dict[str, str], as_json: bool,
         request_timeout_ms=int(timeout * 1000),
     )
     try:
-        await common.bounded(consumer.start(), timeout, settings, "")
+        await common.bounded(consumer.start(), timeout, settings, common.CONNECT)
         tps = [TopicPartition(t, p) for t in topics for p in range(counts[t])]
         consumer.assign(tps)
         seek = consumer.seek_to_beginning if from_beginning else consumer.seek_to_end
@@ -162,24 +162,19 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = common.OneLineParser(
-        prog="pufferfish tail",
-        description="Follow the releases and priors (or deadletter) topics, one line per "
-        "record.")
-    parser.add_argument("--config", metavar="FILE",
-                        help="JSON settings file (same as PUFFERFISH_CONFIG_FILE)")
-    parser.add_argument("--broker", metavar="URL",
-                        help="broker URL, e.g. kafka://localhost:9092 (same as PUFFERFISH_BROKER)")
+    parser = arguments.CommandParser(
+        "pufferfish tail",
+        "Follow the releases and priors (or deadletter) topics, one line per record.")
+    arguments.add_config(parser)
+    arguments.add_broker(parser)
     parser.add_argument("--json", action="store_true", help="each record's JSON, one per line")
     parser.add_argument("--from-beginning", action="store_true",
                         help="read the topics' history first (default: new records only)")
     parser.add_argument("--topics", default=",".join(DEFAULT_KINDS), metavar="LIST",
-                        help="comma-separated: releases, priors, deadletter (default: "
-                        "releases,priors)")
+                        help="comma-separated: releases, priors, deadletter")
     parser.add_argument("--max", type=_positive_int, metavar="N",
                         help="stop after N records (default: follow until Ctrl-C)")
-    parser.add_argument("--timeout", type=common.positive_seconds, default=common.DEFAULT_TIMEOUT,
-                        metavar="S", help="seconds to wait for the broker at start (default 10)")
+    arguments.add_timeout(parser, common.DEFAULT_TIMEOUT, "at start")
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
         settings = load_settings(args.config, {"broker": args.broker} if args.broker else {})
@@ -194,6 +189,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return common.fail(exc)
     except KeyboardInterrupt:
         return common.EXIT_OK
-    except BrokenPipeError:  # e.g. `pufferfish tail | head`: the reader has gone
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    # a closed stdout (`pufferfish tail | head`) ends in stream_app.cli, as for every command
     return common.EXIT_OK

@@ -112,7 +112,7 @@ def _populate(bootstrap: str, worker: Worker) -> None:
     now = time.time()
     send(bootstrap, "membership", [(u, {"user_id": u, "event": "join", "ts": now}) for u in USERS])
     wait_for(lambda: scrape(worker.metrics_port).get(
-        ("pufferfish_events_consumed_total", (("kind", "membership"),))) == len(USERS),
+        ("pufferfish_events_applied_total", (("kind", "membership"),))) == len(USERS),
         60, "the joins", guard=guard)
     send(bootstrap, "reports", [(u, {"user_id": u, "value": v, "report_id": f"{u}-{v}",
                                      "ts": time.time()}) for u in USERS for v in (1, 2, 3)])

@@ -43,7 +43,7 @@ def test_promql_name_extraction(expr: str, expected: set[str]) -> None:
     "name",
     [
         "pufferfish_theta_total",              # gauge with a counter suffix
-        "pufferfish_events_consumed",          # counter without _total
+        "pufferfish_events_applied",          # counter without _total
         "pufferfish_theta_bucket",             # gauge is not a histogram
         "pufferfish_releases_total_bucket",
         "pufferfish_epsilon_left",             # not exported at all
@@ -68,7 +68,7 @@ def test_dashboard_queries_only_exported_metrics() -> None:
         "pufferfish_theta",
         "pufferfish_epsilon_spent",
         "pufferfish_epsilon_remaining",
-        "pufferfish_events_consumed_total",
+        "pufferfish_events_applied_total",
         "pufferfish_events_rejected_total",
         "pufferfish_release_lag_seconds_bucket",
         "pufferfish_recalibration_seconds_bucket",
@@ -93,3 +93,27 @@ def test_alert_rules_query_only_exported_metrics() -> None:
         exprs["PufferfishDeadLetterRate"])
     assert "pufferfish_epsilon_remaining" in promql_metric_names(
         exprs["PufferfishBudgetNearlyExhausted"])
+
+
+def _dashboard_names() -> set[str]:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return set().union(*(promql_metric_names(e) for _, e in dashboard_exprs(dashboard)))
+
+
+def test_the_dashboard_shows_every_metric() -> None:
+    """A metric the worker exports and no panel shows is one an operator never sees (a renamed
+    metric left behind shows up here, and in the resolver above)."""
+    used = _dashboard_names()
+    unseen = [n for n in METRIC_NAMES if not any(u == n or u.startswith(f"{n}_") for u in used)]
+    assert unseen == []
+
+
+def test_the_input_counter_is_named_for_what_it_counts() -> None:
+    """It counts the events applied to the users' state, not every record read (held, ignored
+    and dead-lettered records have their own counters): the name says so, and the dashboard and
+    the alert rules moved with it."""
+    rules = " ".join(e for _, e in rule_exprs(load_yaml(RULES_FILE)))
+    for surface, names in (("METRIC_NAMES", set(METRIC_NAMES)), ("dashboard", _dashboard_names()),
+                           ("rules", promql_metric_names(rules))):
+        assert "pufferfish_events_applied_total" in names, surface
+        assert not any("events_consumed" in n for n in names), surface

@@ -178,8 +178,8 @@ def test_readme_local_broker_walk_on_a_fresh_clone(tmp_path: Path) -> None:
 
         def consumed() -> bool:
             got = scrape(url)
-            return (sample(got, "pufferfish_events_consumed_total", {"kind": "report"}) == 4
-                    and sample(got, "pufferfish_events_consumed_total",
+            return (sample(got, "pufferfish_events_applied_total", {"kind": "report"}) == 4
+                    and sample(got, "pufferfish_events_applied_total",
                                {"kind": "membership"}) == 4)
 
         def counts() -> str:

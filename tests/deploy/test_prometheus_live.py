@@ -140,7 +140,7 @@ def _wait_for(what: str, check: Any, timeout: float, worker: Worker) -> Any:
 
 def _consumed(worker: Worker, kind: str) -> float | None:
     return worker_samples(worker.metrics_port).get(
-        ("pufferfish_events_consumed_total", (("kind", kind),)))
+        ("pufferfish_events_applied_total", (("kind", kind),)))
 
 
 def _produce_population(bootstrap: str, worker: Worker) -> int:
@@ -159,10 +159,10 @@ def _produce_population(bootstrap: str, worker: Worker) -> int:
 KEY_SERIES = {
     "pufferfish_theta": ("pufferfish_theta", ()),
     "pufferfish_epsilon_remaining": ("pufferfish_epsilon_remaining", ()),
-    'pufferfish_events_consumed_total{kind="report"}':
-        ("pufferfish_events_consumed_total", (("kind", "report"),)),
-    'pufferfish_events_consumed_total{kind="membership"}':
-        ("pufferfish_events_consumed_total", (("kind", "membership"),)),
+    'pufferfish_events_applied_total{kind="report"}':
+        ("pufferfish_events_applied_total", (("kind", "report"),)),
+    'pufferfish_events_applied_total{kind="membership"}':
+        ("pufferfish_events_applied_total", (("kind", "membership"),)),
 }
 
 
@@ -190,7 +190,7 @@ def test_prometheus_sees_what_the_worker_exports(
     def frozen() -> dict[str, float] | None:
         samples = worker_samples(worker.metrics_port)
         done = (
-            samples.get(("pufferfish_events_consumed_total", (("kind", "report"),))) == reports
+            samples.get(("pufferfish_events_applied_total", (("kind", "report"),))) == reports
             and samples.get(("pufferfish_budget_exhausted", ())) == 1
         )
         return {k: samples[v] for k, v in KEY_SERIES.items()} if done else None
@@ -199,8 +199,8 @@ def test_prometheus_sees_what_the_worker_exports(
     frozen_at = time.time()
 
     # Independent expectations: what was produced, and the budget arithmetic.
-    assert expected['pufferfish_events_consumed_total{kind="membership"}'] == len(USERS)
-    assert expected['pufferfish_events_consumed_total{kind="report"}'] == reports
+    assert expected['pufferfish_events_applied_total{kind="membership"}'] == len(USERS)
+    assert expected['pufferfish_events_applied_total{kind="report"}'] == reports
     assert expected["pufferfish_epsilon_remaining"] == pytest.approx(
         BUDGET_TOTAL - RELEASES_BEFORE_EXHAUSTION * EPSILON, abs=1e-9)
     assert expected["pufferfish_theta"] > 0 and math.isfinite(expected["pufferfish_theta"])

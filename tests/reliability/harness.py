@@ -479,7 +479,7 @@ def join(bootstrap: str, topics: Topics, worker: Worker, users: Sequence[str],
 
 def wait_consumed(worker: Worker, kind: str, at_least: int, timeout: float = 60.0) -> None:
     def check() -> bool:
-        got = worker.metric("pufferfish_events_consumed_total", {"kind": kind})
+        got = worker.metric("pufferfish_events_applied_total", {"kind": kind})
         return got is not None and got >= at_least
 
     wait_until(check, timeout, f"{at_least} consumed {kind} events", 0.25, worker)

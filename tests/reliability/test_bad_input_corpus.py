@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.integration]
 
 # a report before its user's join is refused at once (holding: tests/stream_app/domain/test_hold.py)
 SETTINGS = {**h.EXACT_SUM_SETTINGS, "PUFFERFISH_MAX_PAYLOAD_BYTES": "4096",
-            "PUFFERFISH_JOIN_GRACE_SECONDS": "0"}
+            "PUFFERFISH_JOIN_GRACE_SECONDS": "0",
+            "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true"}  # dead letters matched by their raw
 PRESENT = ["cp-1", "cp-2", "cp-3", "cp-4", "cp-5"]
 
 

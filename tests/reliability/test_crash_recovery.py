@@ -128,7 +128,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
         with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 4, pace=PACE) as feed:
             # Kill once the changelog (what a restart recovers) shows >= 500 accepted reports.
             wait_counted(broker.bootstrap, topics, 500, w1, 90, step=0.1)
-            consumed_at_kill = w1.metric("pufferfish_events_consumed_total", {"kind": "report"})
+            consumed_at_kill = w1.metric("pufferfish_events_applied_total", {"kind": "report"})
             w1.kill9()
             feed.release()  # the rest of the workload arrives while no worker runs
     finally:
@@ -187,7 +187,7 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
         produce_raw(broker.bootstrap, wl.joins(topics))
 
         def joins_seen() -> bool:
-            got = [w.metric("pufferfish_events_consumed_total", {"kind": "membership"}) or 0
+            got = [w.metric("pufferfish_events_applied_total", {"kind": "membership"}) or 0
                    for w in (wa, wb)]
             return sum(got) >= len(wl.users) and all(g > 0 for g in got)
 
@@ -200,14 +200,14 @@ def test_two_workers_one_killed_survivor_takes_over(broker_module: EmbeddedBroke
         # take over input partitions AND the release agent, and re-read the journal).
         victim = wait_until(lambda: _release_owner([wa, wb]), 60, "the release owner", 0.1, wa)
         survivor = wb if victim is wa else wa
-        base = victim.metric("pufferfish_events_consumed_total", {"kind": "report"}) or 0
+        base = victim.metric("pufferfish_events_applied_total", {"kind": "report"}) or 0
         assert base > 0, "the release owner owns no input partition"
         chunks = wl.feed(topics, wl.reports[len(wl.users):], CHUNK)
         with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 3, pace=PACE) as feed:
-            wait_until(lambda: (victim.metric("pufferfish_events_consumed_total",
+            wait_until(lambda: (victim.metric("pufferfish_events_applied_total",
                                               {"kind": "report"}) or 0) >= base + 150,
                        90, "the victim consuming 150 more reports", 0.05, victim)
-            victim_reports = victim.metric("pufferfish_events_consumed_total", {"kind": "report"})
+            victim_reports = victim.metric("pufferfish_events_applied_total", {"kind": "report"})
             releases_before = read_json(broker.bootstrap, topics.releases, timeout=1.0)
             victim.kill9()
             feed.release()
@@ -273,7 +273,7 @@ def test_paused_release_owner_does_not_publish_conflicting_seqs(broker_module: E
         for w in workers:
             wait_ready(w)
         produce_raw(broker.bootstrap, wl.joins(topics))
-        wait_until(lambda: sum(w.metric("pufferfish_events_consumed_total", {"kind": "membership"})
+        wait_until(lambda: sum(w.metric("pufferfish_events_applied_total", {"kind": "membership"})
                                or 0 for w in workers) >= len(wl.users),
                    60, "joins", 0.5, workers[0])
         produce_raw(broker.bootstrap, Workload.encode(topics, first))

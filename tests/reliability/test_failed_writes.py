@@ -144,7 +144,7 @@ def test_unacknowledged_write_stops_before_the_commit(
     topics = new_topics(bootstrap, PARTITIONS)
     env = worker_env(broker_module.url, topics, tmp_path / "data", {
         **EXACT_SUM_SETTINGS, "PUFFERFISH_AUTO_JOIN": "true", "PUFFERFISH_GROUPS": '["g"]',
-        "PUFFERFISH_GRID_LOG2": str(GRID_LOG2),
+        "PUFFERFISH_GRID_LOG2": str(GRID_LOG2), "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true",
     })
     if what == "changelog":
         fault = {"FAILING_SEND_TOPIC": f"{topics.app_id}-users-changelog",

@@ -4,8 +4,9 @@ One module-scoped run: two workers (A and B) on identical inputs and separate to
 logging, metrics and the Faust web server enabled. Sentinels: the declared domain contains 7777
 and every user reports 7777; exactly POPULATION users are present at the end (more joined, some
 left); a rejected report carries 7776. Scanned: stdout+stderr, /metrics, the releases topic, and
-every dead-letter field except `raw` (the only place raw input may appear; it is also the
-positive control that the scanner finds the sentinels at all).
+the dead letters: all of A's (the default keeps no value), every field but `raw` of B's (B runs
+with deadletter_include_raw=true, the one place raw input may appear: the positive control that
+the scanner finds the sentinels at all).
 
 The same run checks that the noise differs between the two runs (same inputs) and that every
 listening socket of both worker processes is on 127.0.0.1.
@@ -96,7 +97,9 @@ def runs(broker_module: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
     workers, topic_sets = {}, {}
     for name in ("A", "B"):
         topics = new_topics(broker.bootstrap, 2)
-        env = worker_env(broker.url, topics, tmp / f"data-{name}", _worker_settings())
+        keep_raw = {"PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true"} if name == "B" else {}
+        env = worker_env(broker.url, topics, tmp / f"data-{name}", {**_worker_settings(),
+                                                                      **keep_raw})
         web = env["PUFFERFISH_WEB_PORT"]
         assert web  # Faust's web server on: its socket is checked too
         workers[name] = Worker(env, tmp, f"leak-{name}").start()
@@ -138,8 +141,9 @@ def _assert_clean(where: str, text: str) -> None:
 
 
 def test_scanner_positive_control(runs: dict[str, RunOutput]) -> None:
-    """The raw field of the rejected records must contain the sentinels: the scanner works."""
-    raws = " ".join(d["raw"] for d in runs["A"].deadletters)
+    """The raw field of B's rejected records (kept: deadletter_include_raw) must contain the
+    sentinels: the scanner works."""
+    raws = " ".join(d["raw"] for d in runs["B"].deadletters)
     assert find(raws, [REJECTED_VALUE]) and find(raws, [VALUE])
 
 
@@ -176,11 +180,13 @@ def test_release_records_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
         assert len(hits) <= 1, f"worker {name}: noisy sums equal to a sentinel: {hits}"
 
 
-def test_dead_letter_fields_other_than_raw_carry_no_sentinel(runs: dict[str, RunOutput]) -> None:
+def test_dead_letters_carry_no_sentinel_but_in_a_kept_raw(runs: dict[str, RunOutput]) -> None:
+    assert all(d["raw"] is None for d in runs["A"].deadletters)  # the default
     for name, run in runs.items():
         assert {d["reason"] for d in run.deadletters} == {"out_of_domain", "key_mismatch",
                                                           "not_present"}
-        stripped = [{k: v for k, v in d.items() if k != "raw"} for d in run.deadletters]
+        stripped = [{k: v for k, v in d.items() if k != "raw" or name == "A"}
+                    for d in run.deadletters]
         _assert_clean(f"worker {name} dead letters", json.dumps(stripped))
 
 
@@ -221,8 +227,8 @@ def test_metrics_do_not_give_the_exact_population(runs: dict[str, RunOutput]) ->
     """Joins and leaves share one counter label, so their difference is not exported."""
     m = parse(runs["A"].metrics)
     for kind in ("join", "leave"):
-        assert sample(m, "pufferfish_events_consumed_total", {"kind": kind}) is None
-    membership = sample(m, "pufferfish_events_consumed_total", {"kind": "membership"})
+        assert sample(m, "pufferfish_events_applied_total", {"kind": kind}) is None
+    membership = sample(m, "pufferfish_events_applied_total", {"kind": "membership"})
     assert membership == POPULATION + 2 * LEAVERS  # joins + leaves, not joins - leaves
     assert membership != POPULATION
 

@@ -90,7 +90,8 @@ def test_join_and_leave_mid_stream_lose_and_double_nothing(
     topics = new_topics(broker.bootstrap, PARTITIONS)
     wl = Workload.make(n_users=40, per_user=100, dup_every=25, seed=23, prefix="rb")
     # probes of users who never joined are refused at once (not held)
-    settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_JOIN_GRACE_SECONDS": "0"}
+    settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_JOIN_GRACE_SECONDS": "0",
+                "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true"}  # probes are told apart by raw
     env_a = worker_env(broker.url, topics, tmp_path / "data-a", settings)
     env_b = worker_env(broker.url, topics, tmp_path / "data-b", settings)
     wa = Worker(env_a, tmp_path, "first").start()

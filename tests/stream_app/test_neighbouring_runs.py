@@ -214,7 +214,8 @@ def _hold_run(broker: EmbeddedBroker, tmp_path: Path, tag: str, with_i: bool, pe
     priors = tmp_path / "priors.json"
     priors.write_text(json.dumps(LAWS))
     asyncio.run(create_topics(broker.bootstrap, {f"reports-{tag}": 2, f"membership-{tag}": 2}))
-    settings = _settings(tag, priors, max_held_reports_per_user=str(per_user))
+    settings = _settings(tag, priors, max_held_reports_per_user=str(per_user),
+                         deadletter_include_raw="true")  # which reports were refused: raw
     worker = start_worker(worker_env(broker, tmp_path, **settings), tmp_path, f"w-{tag}")
     try:
         reports, joins, early = _early_events(now, with_i)

@@ -115,7 +115,9 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
     assert errors("releases", old) == [] and Release.model_validate(old)  # older journal records
     assert errors("priors", _priors()) == []
     assert errors("priors", _priors(status="void", window=12, radius=2.0)) == []
-    assert errors("deadletter", _dead()) == []
+    assert errors("deadletter", _dead()) == [] and _dead()["raw"] is None  # the default
+    kept = dead_letter("reports", b'{"user_id": "\xff', "malformed_json", 1.0, include_raw=True)
+    assert errors("deadletter", json.loads(to_bytes(kept))) == []
     null_value = dead_letter("membership", None, "invalid_schema", 0.0)
     assert errors("deadletter", json.loads(to_bytes(null_value))) == []
     located = dead_letter("reports", b"{}", "wrong_partition", 1.0, partition=3, offset=17,
@@ -130,7 +132,7 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
     ("releases", {k: v for k, v in _release().items() if k != "noisy_sum"}),
     ("priors", _priors(radius=2.5)), ("priors", _priors(status="guessed")),
     ("priors", _priors(epsilon_learn=0)), ("priors", _priors(probs=[[0.25]])),
-    ("deadletter", _dead(reason="no_reason")), ("deadletter", _dead(raw=None)),
+    ("deadletter", _dead(reason="no_reason")), ("deadletter", _dead(raw=5)),
     ("deadletter", {k: v for k, v in _dead().items() if k != "source_topic"}),
     ("deadletter", _dead(partition=-1)), ("deadletter", _dead(offset=2.5)),
     ("deadletter", _dead(detail=7)),

@@ -248,6 +248,41 @@ def test_demo_stops_by_itself_after_duration(tmp_path: Path) -> None:
         assert not pid_alive(pid)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_demo_ends_by_itself_once_the_budget_is_spent(tmp_path: Path) -> None:
+    """Independent releases, no --duration: the installed command ends on its own, exit 0,
+    after its last release (budget 4 = three releases of epsilon 1 and one learning round of
+    epsilon_learn 1), and says where the PNG is."""
+    from tests.installed_cli import CONSOLE_SCRIPT, user_env
+
+    plot = tmp_path / "demo.png"
+    proc = subprocess.Popen(
+        [str(CONSOLE_SCRIPT), "demo", "--mechanism", "independent", "--metrics-port", "0",
+         "--budget", "4", "--release-period", "1", "--learn-period", "2", "--users", "20",
+         "--rate", "50", "--plot", str(plot)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=user_env())
+    out = _Output(proc)
+    pids: list[int] = []
+    try:
+        pids = _child_pids(out)
+        rc = proc.wait(timeout=240)  # start-up, ~3 s of releases and the stop, on a busy machine
+    finally:
+        _cleanup(proc, pids)
+    out.drain()
+    text = out.text
+    assert rc == 0, text
+    assert "budget spent: no more releases; the demo ends" in text, text
+    spent = re.findall(r"^release seq=\d+ .* epsilon_spent=(\S+)/4 ", text, re.MULTILINE)
+    assert spent and float(spent[-1]) == 4.0, text  # the last release shown, before the end
+    assert re.search(rf"^plot: {re.escape(str(plot))} ", text, re.MULTILINE), text
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Traceback" not in text and "pufferfish: error" not in text, text
+    for pid in pids:
+        assert not pid_alive(pid)
+
+
 # --- the release mechanism's defaults -----------------------------------------------------------
 
 def test_tree_is_the_default_and_a_flag_wins() -> None:

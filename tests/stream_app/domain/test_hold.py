@@ -76,13 +76,13 @@ def test_a_report_before_its_join_is_held_then_counted_at_the_join() -> None:
     assert f.ingest.handle_batch([f.report("a", 2.0, "r1", 1.0)]) == []
     assert not f.state("a").present and len(f.state("a").held) == 1
     assert f.sample("pufferfish_reports_held") == 1
-    assert f.sample("pufferfish_events_consumed_total", kind="report") == 0
+    assert f.sample("pufferfish_events_applied_total", kind="report") == 0
     assert f.ingest.handle_batch([f.join("a", 3.0)]) == []  # the join came later than the report
     st = f.state("a")
     assert st.present and st.held == () and st.counts == (0, 0, 1, 0)
     assert st.value_units == 2 * 1024  # grid 2**-10
     assert f.exact_sum_units() == 2 * 1024
-    assert f.sample("pufferfish_events_consumed_total", kind="report") == 1
+    assert f.sample("pufferfish_events_applied_total", kind="report") == 1
     assert f.sample("pufferfish_reports_held") == 0
 
 
@@ -276,7 +276,7 @@ def test_one_topic_for_both_kinds_keeps_the_producers_order() -> None:
     assert f.ingest.handle_batch(records) == []
     st = f.state("a")
     assert not st.present and st.counts == (0, 0, 0, 1) and st.left_ts == 3.0
-    assert f.sample("pufferfish_events_consumed_total", kind="membership") == 2
+    assert f.sample("pufferfish_events_applied_total", kind="membership") == 2
     assert f.sample("pufferfish_events_ignored_total", reason="late_after_leave") == 1
     assert f.ingest.handle_batch(records) == []  # a replay: one offset sequence for the topic
     assert f.sample("pufferfish_events_ignored_total", reason="replayed") == 4

@@ -165,7 +165,7 @@ def counters(app: App) -> Counter[tuple[str, str]]:
     out: Counter[tuple[str, str]] = Counter()
     for fam in app.metrics.registry.collect():
         for sample in fam.samples:
-            if sample.name == "pufferfish_events_consumed_total" and sample.value:
+            if sample.name == "pufferfish_events_applied_total" and sample.value:
                 out["consumed", sample.labels["kind"]] += int(sample.value)
             if sample.name == "pufferfish_events_ignored_total" and sample.value:
                 out["ignored", sample.labels["reason"]] += int(sample.value)

@@ -71,18 +71,27 @@ def test_key_check() -> None:
         assert info.value.reason == "key_mismatch"
 
 
+def test_dead_letter_keeps_no_value_unless_asked() -> None:
+    raw = b'{"value": 123456789}'
+    dl = dead_letter("reports", raw, "out_of_domain", 1.0, partition=0, offset=3)
+    assert dl.raw is None and b"123456789" not in to_bytes(dl)
+    assert json.loads(to_bytes(dl))["raw"] is None
+
+
 def test_dead_letter_truncates_raw_and_keeps_reason_a_label() -> None:
     raw = b'{"value": 123456789}' + b"x" * 1000
-    dl = dead_letter("reports", raw, "out_of_domain", 1.0)
-    assert len(dl.raw) == RAW_TRUNCATE_BYTES and dl.raw.startswith('{"value": 123456789}')
+    dl = dead_letter("reports", raw, "out_of_domain", 1.0, include_raw=True)
+    assert dl.raw is not None and len(dl.raw) == RAW_TRUNCATE_BYTES
+    assert dl.raw.startswith('{"value": 123456789}')
     assert dl.reason == "out_of_domain" and "123456789" not in dl.reason
-    assert dead_letter("reports", b"\xff", "malformed_json", 1.0).raw == "\\xff"
+    assert dead_letter("reports", b"\xff", "malformed_json", 1.0, include_raw=True).raw == "\\xff"
+    assert dead_letter("reports", None, "malformed_json", 1.0, include_raw=True).raw == ""
     assert (dl.partition, dl.offset, dl.detail) == (None, None, None)
 
 
 def test_dead_letter_names_where_the_record_was_and_what_failed() -> None:
     dl = dead_letter("reports", b'{"user_id": "u1"}', "wrong_partition", 2.0, partition=5,
-                     offset=1234, detail="expected partition 3 of 8")
+                     offset=1234, detail="expected partition 3 of 8", include_raw=True)
     assert json.loads(to_bytes(dl)) == {
         "source_topic": "reports", "raw": '{"user_id": "u1"}', "reason": "wrong_partition",
         "ts": 2.0, "partition": 5, "offset": 1234, "detail": "expected partition 3 of 8"}

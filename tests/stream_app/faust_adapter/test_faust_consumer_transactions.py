@@ -82,7 +82,7 @@ def test_reports_written_in_transactions_are_counted_once_with_few_seeks(
             lambda recs: bool(recs) and abs(recs[-1]["noisy_sum"] - expected)
             <= laplace_bound(recs[-1]["theta"]),
             120, f"a release of the exact sum {expected}", worker)
-        consumed = worker.metric("pufferfish_events_consumed_total", {"kind": "report"})
+        consumed = worker.metric("pufferfish_events_applied_total", {"kind": "report"})
         rejected = worker.metric("pufferfish_events_rejected_total",
                                  {"reason": "duplicate_report"})
         seeks = worker.metric("pufferfish_consumer_seeks_total")

@@ -46,6 +46,7 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         broker, tmp_path, 2, app_id="bad", domain=[0, 1, 2, 5],
         pairs=["value_presence"], release_period_seconds="0.5", max_payload_bytes="1024",
         priors_file=str(priors), join_grace_seconds="0",  # a report before a join: refused
+        deadletter_include_raw="true",  # the raw bytes are checked below
     )
     worker = wp.start_worker(env, tmp_path, "w")
     try:
@@ -103,8 +104,8 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         for reason in REJECT_REASONS:
             got = m[("pufferfish_events_rejected_total", (("reason", reason),))]
             assert got == expected[reason], reason
-        assert m[("pufferfish_events_consumed_total", (("kind", "membership"),))] == 4
-        assert m[("pufferfish_events_consumed_total", (("kind", "report"),))] == 2
+        assert m[("pufferfish_events_applied_total", (("kind", "membership"),))] == 4
+        assert m[("pufferfish_events_applied_total", (("kind", "report"),))] == 2
 
         # the good records around the bad ones made it into the releases: X = 2 + 5
         drained = time.time()

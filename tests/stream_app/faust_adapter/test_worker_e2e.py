@@ -58,9 +58,9 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
 
         metrics = wp.scrape(worker.metrics_port)
         assert metrics[("pufferfish_events_rejected_total", (("reason", "duplicate_report"),))] == 4
-        assert metrics[("pufferfish_events_consumed_total", (("kind", "report"),))] == 121
-        assert metrics[("pufferfish_events_consumed_total", (("kind", "membership"),))] == 12 + 3
-        assert ("pufferfish_events_consumed_total", (("kind", "join"),)) not in metrics
+        assert metrics[("pufferfish_events_applied_total", (("kind", "report"),))] == 121
+        assert metrics[("pufferfish_events_applied_total", (("kind", "membership"),))] == 12 + 3
+        assert ("pufferfish_events_applied_total", (("kind", "join"),)) not in metrics
         assert not any("present" in name for name, _ in metrics)
 
         # partials flush every <= 0.25 s; take releases that started >= 1 s after the drain

@@ -128,6 +128,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
     env = wp.input_env(
         broker, tmp_path, PARTS, app_id="contract", domain=list(DOMAIN),
         pairs=["value_presence"], budget_total="10000", release_period_seconds="0.5",
+        deadletter_include_raw="true",  # the dead letters' users tell the phases apart
     )
     workers = [wp.start_worker(env, tmp_path, "w1"), wp.start_worker(env, tmp_path, "w2")]
     barriers = 0
@@ -228,7 +229,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
         assert rejected(workers, "out_of_domain") == sum(
             n for (_, r), n in letters.items() if r == "out_of_domain")
         consumed = sum(totals(wp.scrape(w.metrics_port)).get(
-            "pufferfish_events_consumed_total", 0.0) for w in workers)
+            "pufferfish_events_applied_total", 0.0) for w in workers)
         assert consumed == 20 + 12 + 20 + 40 + 24 + 40 - s.misrouted
 
         # the exact sum over both workers' partitions: every accepted report's user, latest value

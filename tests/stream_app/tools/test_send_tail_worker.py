@@ -87,7 +87,7 @@ def test_send_feeds_a_worker_and_tail_reads_its_releases(broker: EmbeddedBroker,
         wait_handled([worker], len(joins) + len(reports), timeout=90)
 
         counted = totals(scrape(worker.metrics_port))
-        assert counted.get("pufferfish_events_consumed_total") == len(joins) + len(reports)
+        assert counted.get("pufferfish_events_applied_total") == len(joins) + len(reports)
         assert counted.get("pufferfish_events_rejected_total", 0.0) == 0.0
         dead = [json.loads(r.value) for r in asyncio.run(read_to_end(broker.bootstrap,
                                                                      "deadletter"))]
