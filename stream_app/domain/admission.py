@@ -23,7 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# A user's admission state in its stored form: [window, admitted units, changes admitted].
+# A user's admission state in its stored form: [window, admitted units, changes admitted,
+# the final admitted units of the window before] (the last: a rebuilt aggregate's
+# previous_units, for late ticks of that window after a takeover).
 Admitted = list[int]
 
 
@@ -57,7 +59,8 @@ class Admission:
         ``before`` to ``after`` (``state`` None or of an earlier window: the window's base is
         ``before``, the raw contribution when the window began for this user)."""
         if state is None or state[0] < self.window:
-            state = [self.window, before, 0]
+            last = state[1] if state is not None and state[0] == self.window - 1 else before
+            state = [self.window, before, 0, last]
         if after == before or after == state[1]:
             return state  # no change, or back to the admitted value
         if state[2] < self.max_changes:

@@ -18,6 +18,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from core.learning import user_share, user_shares
+from stream_app.domain.admitted_sums import AdmittedSums
 from stream_app.domain.inputs import tuple_new
 
 
@@ -101,7 +102,7 @@ def _shares(rows: list[list[int]]) -> list[tuple[int, ...]] | None:
 
 
 @dataclass
-class PartitionAggregate:
+class PartitionAggregate(AdmittedSums):
     """The partial aggregates of one input partition, kept incrementally (O(K) per user)."""
 
     partition: int
@@ -115,44 +116,13 @@ class PartitionAggregate:
     # expiry sweep's index and the worker's held total (stream_app.domain.hold)
     held_users: dict[str, int] = field(default_factory=dict)
     # tree mode (stream_app/domain/admission.py): the window of the clock, the users whose
-    # admitted contribution differs from their raw one (user -> (its window, admitted - raw)),
-    # the sum of those gaps that count in this window, and the final admitted sum of the window
-    # before (None: unknown, e.g. rebuilt after it ended)
+    # admitted contribution differs from their raw one (user -> (its window, admitted - raw,
+    # the window before's final admitted - raw or None)), the sum of those gaps that count in
+    # this window, and the final admitted sum of the window before (None: unknown)
     window: int = -1
-    gaps: dict[str, tuple[int, int]] = field(default_factory=dict)
+    gaps: dict[str, tuple[int, int, int | None]] = field(default_factory=dict)
     gap_units: int = 0
     previous_units: int | None = None
-
-    def roll(self, window: int) -> None:
-        """Enter ``window`` (never back): every user's admitted contribution becomes its raw
-        one, except those already counting in ``window`` (another worker's clock ahead)."""
-        if window <= self.window:
-            return
-        if self.window < 0:
-            self.previous_units = None  # (rebuilt: the window before is not known)
-        else:  # a window skipped had no record here: it ended at its base, the raw sum
-            self.previous_units = self.admitted_units if window == self.window + 1 \
-                else self.sum_units
-        self.gaps = {u: g for u, g in self.gaps.items() if g[0] >= window}
-        self.gap_units = sum(g[1] for g in self.gaps.values())
-        self.window = window
-        self.dirty = True
-
-    def note_admitted(self, user_id: str, state: Sequence[int] | None, raw: int) -> None:
-        """A user's admission state (``[window, admitted units, changes]``) after a batch,
-        its raw contribution ``raw``."""
-        old = self.gaps.pop(user_id, None)
-        if old is not None and old[0] >= self.window:
-            self.gap_units -= old[1]
-        if state and state[1] != raw:
-            self.gaps[user_id] = (state[0], state[1] - raw)
-            if state[0] >= self.window:
-                self.gap_units += state[1] - raw
-
-    @property
-    def admitted_units(self) -> int:
-        """The sum of admitted contributions in ``window``."""
-        return self.sum_units + self.gap_units
 
     def note_held(self, user_id: str, count: int) -> None:
         if count:

@@ -43,6 +43,7 @@ def stage(
     loads, decode_error, blake2b = orjson.loads, orjson.JSONDecodeError, hashlib.blake2b
     values = rules.report_values  # type: ignore[attr-defined]
     k, window = len(rules.domain), rules.dedup_window * DIGEST_BYTES
+    admission = rules.admission  # tree mode: Draft.report's admission, inline below
     for i, event in enumerate(events):
         msg = event.message
         raw = msg.value
@@ -93,9 +94,12 @@ def stage(
         extra = len(ids) - window
         if extra > 0:
             del ids[:extra]
+        before = draft.value_units  # (present: the raw contribution, None for 0)
         if draft.value_ts is None or ts >= draft.value_ts:
             draft.value_units, draft.value_ts = hit[1], ts
         draft.partition = t.partition
+        if admission is not None:
+            draft.admitted = admission.admit(draft.admitted, before or 0, draft.value_units)
         # OneRecord.stage's bookkeeping of an applied report
         is_report[i] = True
         t.steps.append(i)

@@ -72,9 +72,8 @@ class Ingest:
         s, admission = self.settings, self.applier.rules.admission
         if admission is not None:
             admission.window_at(self.applier.now)
-        common_report.stage(  # (tree mode: every record on the general path, Draft's admission)
-            events, staging.touched, staging.is_report,
-            s.topic_reports if admission is None else "",
+        common_report.stage(
+            events, staging.touched, staging.is_report, s.topic_reports,
             self.records.shared_topic, s.max_payload_bytes, self.applier.rules,
             functools.partial(self.records.stage, staging),
             functools.partial(self.records.touch, staging))

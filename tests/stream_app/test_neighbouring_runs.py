@@ -131,6 +131,54 @@ def test_declared_neighbours_publish_the_same_fields(
 
 
 @pytest.mark.slow
+def test_tree_neighbours_publish_the_same_fields(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    """release_mechanism=tree (w = 1: changes beyond one per user are held): runs differing in
+    one user's values or presence publish, tick by tick, the same fields but the noise,
+    including the tree's nodes, node scale and charges."""
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps(LAWS))
+    variants = {"tree-base": "base", "tree-values": "other_values", "tree-more": "one_more"}
+    tree = {"release_mechanism": "tree", "budget_window_seconds": "30",
+            "max_changes_per_window": "1", "budget_total": "3"}
+    workers: list[Worker] = []
+    try:
+        for tag in variants:
+            asyncio.run(create_topics(broker.bootstrap, {f"reports-{tag}": 2,
+                                                          f"membership-{tag}": 2}))
+            env = worker_env(broker, tmp_path, **_settings(tag, priors, **tree),
+                             topic_tree_nodes=f"tree-nodes-{tag}")
+            workers.append(start_worker(env, tmp_path, f"w-{tag}"))
+        for (tag, variant), worker in zip(variants.items(), workers, strict=True):
+            joins, reports = _events(tag, variant)
+            n = send(broker.bootstrap, f"membership-{tag}", joins)
+            wait_handled([worker], n, timeout=90)
+            n += send(broker.bootstrap, f"reports-{tag}", reports)
+            wait_handled([worker], n, timeout=90)
+        done = time.time()  # every run has all its data: compare the ticks due after this
+        runs = {tag: [r for r in _releases(broker.bootstrap, tag, 60)
+                      if r["tick"] * 0.5 > done + 1] for tag in variants}
+        held = {tag: worker_sample(w, "pufferfish_tree_changes_held_total")
+                for tag, w in zip(variants, workers, strict=True)}
+    finally:
+        for worker in workers:
+            worker.stop()
+    # w 1: u3 reports 1, 2, 2 (the 2 is held once, then the same value again is no change);
+    # other_values: u5 reports 2, 0, 2 (0 is held, then 2 is its admitted value again)
+    assert held == {"tree-base": 1, "tree-values": 2, "tree-more": 1}
+    by_tick = {tag: {r["tick"]: r for r in records} for tag, records in runs.items()}
+    common = set.intersection(*(set(ticks) for ticks in by_tick.values()))
+    assert len(common) >= 5
+    base = by_tick["tree-base"]
+    for tag, records in by_tick.items():
+        for tick in sorted(common):
+            mine, theirs = records[tick], base[tick]
+            assert mine["mechanism"] == "tree" and mine["nodes"][0] == "base"
+            # seq counts each run's own releases (the runs started at different ticks)
+            assert {k: v for k, v in mine.items() if k not in NOISE_FIELDS | {"seq"}} == {
+                k: v for k, v in theirs.items() if k not in NOISE_FIELDS | {"seq"}}, (tag, tick)
+
+
+@pytest.mark.slow
 def test_learned_theta_is_recomputed_from_the_priors_topic(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ import pytest
 from core.tree_sensitivity import admitted
 from stream_app.domain.admission import admission_for
 from stream_app.domain.aggregate import PartitionAggregate
+from stream_app.domain.batch import Record
 from stream_app.domain.state import UserState
 from tests.stream_app.domain.test_ingest import DOMAIN, App, home_of, settings
 
@@ -100,8 +101,11 @@ def test_admitted_sum_is_the_reference_after_every_record(
     # the aggregate rebuilt from the stored states (a new owner) has the same admitted sum
     stored = [(u, UserState.from_stored(v)) for u, v in app.users.items()]
     rebuilt = PartitionAggregate.rebuild(0, stored)
-    rebuilt.roll(app.aggregates[0].window)
-    assert rebuilt.admitted_units == app.aggregates[0].admitted_units
+    agg = app.aggregates[0]
+    rebuilt.roll(agg.window)
+    assert rebuilt.admitted_units == agg.admitted_units
+    # and the window before's final sum, from the states (late ticks after a takeover)
+    assert agg.previous_units is not None and rebuilt.previous_units == agg.previous_units
 
 
 def test_independent_mode_stores_no_admission_state() -> None:
@@ -118,7 +122,7 @@ def test_independent_mode_stores_no_admission_state() -> None:
 def test_roll_keeps_the_final_admitted_sum_of_the_window_before() -> None:
     agg = PartitionAggregate(partition=0, sum_units=50)
     agg.roll(3)
-    assert agg.previous_units is None  # the window before 3 is unknown to a new aggregate
+    assert agg.previous_units == 50  # no user state: window 2 ended at the raw sum
     agg.note_admitted("a", [3, 10, 2], 30)  # admitted 10, raw 30: a held change
     assert agg.admitted_units == 30
     agg.roll(4)
@@ -127,3 +131,30 @@ def test_roll_keeps_the_final_admitted_sum_of_the_window_before() -> None:
     assert agg.previous_units == 50 and agg.admitted_units == 50
     agg.roll(5)  # never back
     assert agg.window == 6
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_one_batch_admits_what_record_by_record_admits(seed: int) -> None:
+    """The fused path (common_report) and the general path admit alike, whatever the batch."""
+    rng = random.Random(seed)
+    users = [u for u in (f"u{i}" for i in range(60)) if home_of(u) == 0][:6]
+    present = dict.fromkeys(users, False)
+    records = []
+    for n in range(80):
+        user = rng.choice(users)
+        if not present[user] or rng.random() < 0.1:
+            doc: dict[str, Any] = {"event": "leave" if present[user] else "join", "ts": 1.0 + n}
+            present[user] = not present[user]
+        else:
+            doc = {"value": rng.choice(DOMAIN), "report_id": f"r{n}", "ts": 1.0 + n}
+        topic, raw = record(user, doc)
+        records.append(Record(topic, 0, user.encode(), raw))
+    batched, single = tree_app(1), tree_app(1)
+    batched.handle_batch(records)
+    for r in records:
+        single.handle_batch([r])
+    assert {u: json.loads(v) for u, v in batched.users.items()} == \
+        {u: json.loads(v) for u, v in single.users.items()}  # type: ignore[arg-type]
+    assert batched.aggregates[0].admitted_units == single.aggregates[0].admitted_units
+    held = batched.metrics.tree_changes_held._value.get()
+    assert held == single.metrics.tree_changes_held._value.get() and held > 0

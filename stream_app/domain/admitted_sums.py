@@ -1,0 +1,66 @@
+"""Tree mode's part of a partition aggregate (``PartitionAggregate``, aggregate.py, holds the
+fields): the sum of admitted contributions in the partition's window, and the final one of the
+window before (stream_app/domain/admission.py; docs/design.md, "Continual release: wiring the
+tree"). A rebuilt aggregate reads the window before's from each user's stored state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class AdmittedSums:
+    sum_units: int
+    dirty: bool
+    window: int
+    gaps: dict[str, tuple[int, int, int | None]]
+    gap_units: int
+    previous_units: int | None
+
+    def roll(self, window: int) -> None:
+        """Enter ``window`` (never back): every user's admitted contribution becomes its raw
+        one, except those already counting in ``window`` (another worker's clock ahead)."""
+        if window <= self.window:
+            return
+        if self.window < 0:  # rebuilt: the window before from the users' stored states
+            self.previous_units = self._rebuilt_previous(window)
+        else:  # a window skipped had no record here: it ended at its base, the raw sum
+            self.previous_units = self.admitted_units if window == self.window + 1 \
+                else self.sum_units
+        self.gaps = {u: g for u, g in self.gaps.items() if g[0] >= window and g[1]}
+        self.gap_units = sum(g[1] for g in self.gaps.values())
+        self.window = window
+        self.dirty = True
+
+    def _rebuilt_previous(self, window: int) -> int | None:
+        total = self.sum_units
+        for at, gap, before in self.gaps.values():
+            if at == window:
+                if before is None:
+                    return None
+                total += before
+            elif at == window - 1:
+                total += gap
+            elif at > window:
+                return None
+        return total
+
+    def note_admitted(self, user_id: str, state: Sequence[int] | None, raw: int) -> None:
+        """A user's admission state (stream_app.domain.admission.Admitted) after a batch, its
+        raw contribution ``raw``."""
+        old = self.gaps.pop(user_id, None)
+        if old is not None and old[0] >= self.window:
+            self.gap_units -= old[1]
+        if not state:
+            return
+        before = state[3] - raw if len(state) > 3 else None
+        # (the window before's value matters only to a rebuild: its first roll reads it)
+        if state[1] != raw or (self.window < 0 and before != 0):
+            self.gaps[user_id] = (state[0], state[1] - raw, before)
+            if state[0] >= self.window:
+                self.gap_units += state[1] - raw
+
+    @property
+    def admitted_units(self) -> int:
+        """The sum of admitted contributions in ``window``."""
+        return self.sum_units + self.gap_units
