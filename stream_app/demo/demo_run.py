@@ -93,10 +93,8 @@ class DemoRun:
         await loop.run_in_executor(None, broker.start)
         if self.stop.is_set():
             return None
-        _say(
-            f"broker: embedded tansu on {broker.bootstrap} (pid {broker.pid}, in memory), "
-            f"ready in {time.monotonic() - t0:.2f} s"
-        )
+        _say(f"broker: embedded tansu on {broker.bootstrap} (pid {broker.pid}, in memory), "
+             f"ready in {time.monotonic() - t0:.2f} s")
         metrics_port = self.args.metrics_port or free_port()
         settings = demo_settings(self.args, broker.url, self.workdir, metrics_port)
         self.view.independent_sd = comparison_sd(settings, _say)
