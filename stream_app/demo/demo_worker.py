@@ -60,9 +60,10 @@ class ReleaseTap:
     """Writes, for each release of a tick, the partials snapshot it was drawn from.
 
     The release agent reads its partials source once per learning round and once per release,
-    each right before its draw (``Releaser._learn`` / ``_release``); ticks never overlap (the
-    agent's lock). So when a tick returns a release, the last snapshot read during that tick
-    is the release's. ``seen`` wraps the source, ``wrap`` the tick (``Releaser.on_clock``).
+    each right before its draw (``release.learning.learn`` / ``Releaser._release``); ticks
+    never overlap (the agent's lock). So when a tick returns a release, the last snapshot read
+    during that tick is the release's. ``seen`` wraps the source, ``wrap`` the tick
+    (``Releaser.on_clock``).
     """
 
     def __init__(self, out: IO[str], grid_log2: int) -> None:

@@ -99,7 +99,7 @@ def stage(
             draft.value_units, draft.value_ts = hit[1], ts
         draft.partition = t.partition
         if admission is not None:
-            draft.admitted = admission.admit(draft.admitted, before or 0, draft.value_units)
+            draft.admitted = admission.admit(draft.admitted, before or 0, draft.value_units or 0)
         # OneRecord.stage's bookkeeping of an applied report
         is_report[i] = True
         t.steps.append(i)

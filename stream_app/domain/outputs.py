@@ -58,7 +58,8 @@ class Release(Wire):
         "theta was calibrated on; 0: the configured laws, before any round.")
     charge: float = Field(
         default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
-        "spread / theta) (0 in records older than this field).")
+        "spread / theta); with mechanism tree, the window's whole charge on its first release "
+        "and 0 after (0 in records older than this field).")
     window: int | None = Field(default=None, description=_WINDOW)
     tick: int | None = Field(default=None, ge=0, description=_TICK)
     learning_rounds: int = Field(default=0, ge=0, description=_ROUNDS)

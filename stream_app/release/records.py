@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -50,7 +50,7 @@ def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: 
                    facts: TickFacts, tree: OpenTree | None = None) -> Release:
     """``tree``: the tick's tree (tree mode): theta is its node scale, and the record names the
     draws it adds (all functions of the settings, the clock and the published laws)."""
-    fields = {} if tree is None or tree.drawn is None else dict(
+    fields: dict[str, Any] = {} if tree is None or tree.drawn is None else dict(
         mechanism="tree", window_tick=tree.window_tick, nodes=list(tree.drawn.nodes),
         arity=tree.mechanism.shape.arity, max_changes_per_window=tree.mechanism.max_changes)
     return Release(

@@ -224,7 +224,7 @@ class Releaser:
                                 tree)
         if not self.ledger.intent(record):
             return None
-        if tree is not None:
+        if tree is not None and self.tree is not None:
             self.tree.charged(tree.window)  # on the books even if the send fails
         self.journals.sent(s.topic_releases, record.seq, record.ts)
         if not await self.publisher.send(s.topic_releases, to_bytes(record)):

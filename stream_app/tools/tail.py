@@ -3,13 +3,13 @@
 ``pufferfish tail [--config FILE] [--json] [--from-beginning] [--topics releases,priors]
 [--max N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default
 (``release seq=… tick=… theta=… noisy_sum=… epsilon_spent=spent/total … [learning_rounds=…
-failure_probability=…]``, ``priors seq=… tick=… group=… status=… radius=… law={…}``,
-``deadletter reason=… source_topic=… partition=… offset=… detail="…"``: never the record's
-bytes), or each record's JSON as published with --json (a dead letter's ``raw``: null unless
-the worker runs with deadletter_include_raw). Starts at the end (new records only) unless
---from-beginning; stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do not
-exist yet are waited for. A broker that does not answer within --timeout: one line
-``pufferfish: error: broker: ...``, exit 2.
+failure_probability=…] [mechanism=tree window_tick=… nodes=… arity=… max_changes_per_window=…]``,
+``priors seq=… tick=… group=… status=… radius=… law={…}``, ``deadletter reason=… source_topic=…
+partition=… offset=… detail="…"``: never the record's bytes), or each record's JSON as published
+with --json (a dead letter's ``raw``: null unless the worker runs with deadletter_include_raw).
+Starts at the end (new records only) unless --from-beginning; stops after --max records; Ctrl-C
+ends it quietly (exit 0). Topics that do not exist yet are waited for. A broker that does not
+answer within --timeout: one line ``pufferfish: error: broker: ...``, exit 2.
 """
 
 from __future__ import annotations

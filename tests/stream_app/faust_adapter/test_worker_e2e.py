@@ -23,6 +23,8 @@ RELEASE_FIELDS = {
     "seq", "ts", "noisy_sum", "theta", "epsilon", "epsilon_spent", "epsilon_remaining", "pairs",
     "rule", "binding_pair", "binding_group", "priors_seq", "charge", "window", "tick",
     "learning_rounds", "failure_probability",
+    # the release mechanism (independent here: the tree's fields are null)
+    "mechanism", "window_tick", "nodes", "arity", "max_changes_per_window",
 }
 
 
@@ -75,6 +77,7 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
             assert abs(r["noisy_sum"] - x) <= bound, (r, x, bound)
             assert r["pairs"] == list(PAIRS) and r["rule"] == "kantorovich" and r["epsilon"] == EPS
             assert r["priors_seq"] == 0 and r["charge"] >= EPS
+            assert r["mechanism"] == "independent" and r["nodes"] is None
             # noise is on the 2**-10 grid
             assert (r["noisy_sum"] * 1024).is_integer()
         # every public pair passes the exact audit at the release's theta, and it is tight
