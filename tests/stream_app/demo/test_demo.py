@@ -253,14 +253,15 @@ def test_demo_stops_by_itself_after_duration(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_demo_ends_by_itself_once_the_budget_is_spent(tmp_path: Path) -> None:
     """Independent releases, no --duration: the installed command ends on its own, exit 0,
-    after its last release (budget 4 = three releases of epsilon 1 and one learning round of
-    epsilon_learn 1), and says where the PNG is."""
+    after its last release (budget 4 = two ticks of a learning round and a release, epsilon 1
+    each: a learning period of one tick, so that the public clock's phase cannot put a round
+    last), and says where the PNG is."""
     from tests.installed_cli import CONSOLE_SCRIPT, user_env
 
     plot = tmp_path / "demo.png"
     proc = subprocess.Popen(
         [str(CONSOLE_SCRIPT), "demo", "--mechanism", "independent", "--metrics-port", "0",
-         "--budget", "4", "--release-period", "1", "--learn-period", "2", "--users", "20",
+         "--budget", "4", "--release-period", "1", "--learn-period", "1", "--users", "20",
          "--rate", "50", "--plot", str(plot)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=user_env())
     out = _Output(proc)
