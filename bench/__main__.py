@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "robust": "6. robust theta / plain theta of learned laws vs group size",
     "composition": "7. pointwise charge vs exact loss of T releases (persistent, i.i.d.)",
     "continual": "8. tree mechanism vs independent releases at one window budget (RMSE)",
+    "backlog": "9. drain time of a transactional backlog vs a plain one (noida-db)",
 }
 
 

@@ -76,6 +76,8 @@ def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
         setattr(app.conf, setting, False)
     app.consumer_tuning = ConsumerTuning(
         fetch_max_wait_ms=round(s.consumer_fetch_max_wait_seconds * 1000),
+        aligned_topics=(None if s.topic_reports == s.topic_membership
+                        else (s.topic_reports, s.topic_membership)),
     )
     app.quiet_stop = QuietAfterStop()
     app.shutdown_timeout_seconds = s.shutdown_timeout_seconds

@@ -35,11 +35,15 @@ from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 from faust.types import TP
 from mode import Service
 
+from stream_app.faust_adapter.alignment import Alignment
+from stream_app.faust_adapter.client_view import FetchedRecords, client_views
 from stream_app.faust_adapter.commit_guard import CommitGuard
 from stream_app.faust_adapter.fetch import RefetchingGetmany
 from stream_app.faust_adapter.flow_stop import FlowStopHooks
+from stream_app.faust_adapter.gaps import CheapGaps
+from stream_app.faust_adapter.gated_batches import GatedBatches
 from stream_app.faust_adapter.handoff import GuardedHandOff
-from stream_app.faust_adapter.offsets import ExpectedOffsets, Verdict
+from stream_app.faust_adapter.offsets import ExpectedOffsets
 from stream_app.metrics import CONSUMER_SEEKS
 
 logger = logging.getLogger(__name__)
@@ -50,6 +54,7 @@ STALL_CHECK_SECONDS = 5.0  # two checks in a row without a hand-off: fetch the p
 @dataclass(frozen=True)
 class ConsumerTuning:
     fetch_max_wait_ms: int = 1500  # Faust's own value
+    aligned_topics: tuple[str, str] | None = None  # (reports, membership) when two topics
 
 
 def tuning_of(app: Any) -> ConsumerTuning:
@@ -63,15 +68,27 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
         consumer._fetch_max_wait_ms = tuning_of(self.app).fetch_max_wait_ms
         return consumer
 
+    async def _fetch_records(self, consumer: Any, active_partitions: Any,
+                             timeout: float | None = None,
+                             max_records: int | None = None) -> Any:
+        """Faust's, plus the client's view of every assigned partition right after the fetch
+        (in the client's thread, so it matches the records returned)."""
+        records = await super()._fetch_records(consumer, active_partitions, timeout=timeout,
+                                               max_records=max_records)
+        return FetchedRecords(records, client_views(consumer))
+
 
 class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedHandOff,
-                         AIOKafkaConsumer):
+                         CheapGaps, GatedBatches, AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (offsets.py: records are
-    handed over in offset order, an abandoned hand-off is fetched again)."""
+    handed over in offset order, an abandoned hand-off is fetched again; alignment.py: a
+    report after its user's join)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._expected = ExpectedOffsets()
+        pair = tuning_of(self.app).aligned_topics
+        self._gate = Alignment(*pair) if pair else None
+        self._expected = ExpectedOffsets(on_moved=self._gate.forget if self._gate else None)
 
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -115,19 +132,20 @@ class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedH
 
     # --- the drain loop (replaces Faust's Consumer._drain_messages) -------------------------
     async def _drain_messages(self, fetcher: Any) -> None:
-        callback, expected = self.callback, self._expected
-        acks_enabled_for = self.app.topics.acks_enabled_for
+        gate = self._gate
+        partner = gate.partner if gate is not None else {}
         should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
         since_yield = 0
         try:
             while not (should_stop() or fetcher_should_stop()):
                 self.diag.set_flag(CONSUMER_FETCHING)
+                self._last_fetch = None
                 batch = self.getmany(timeout=1.0)
                 await self.sleep(0)  # getmany may not release the loop (as in Faust)
                 if self.should_stop:
                     continue
                 skip: set[TP] = set()  # partitions sought back during this batch
-                stamp = expected.fetch_stamp()  # the fetch begins with the iteration
+                stamp = self._expected.fetch_stamp()  # the fetch begins with the iteration
                 async for tp, message in batch:
                     since_yield += 1
                     if since_yield > 100:
@@ -135,39 +153,20 @@ class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedH
                         since_yield = 0
                     if tp in skip:
                         continue
-                    offset = message.offset
-                    verdict = expected.judge(tp, offset, stamp)
-                    if verdict is Verdict.DROP:
+                    if partner:
+                        m = partner.get(tp)
+                        if m is not None and not gate.admits(tp, m,  # type: ignore[union-attr]
+                                                             message.timestamp):
+                            gate.hold(tp, message, stamp)  # type: ignore[union-attr]
+                            continue
+                        if await self._offer(tp, message, stamp, skip):
+                            r = gate.membership_handed_over(  # type: ignore[union-attr]
+                                tp, message.timestamp)
+                            if r is not None:
+                                await self._release(r, skip)
                         continue
-                    if verdict is Verdict.WAIT:
-                        skip.add(tp)  # fetched again once the seek in flight is done
-                        continue
-                    if verdict is Verdict.RESEEK:
-                        skip.add(tp)
-                        self._seek_back(tp, expected.expected(tp), f"record {offset} is past "
-                                        "the next one expected and the partition was sought "
-                                        "since the fetch began")
-                        continue
-                    epoch = expected.epoch(tp)
-                    if verdict is Verdict.GAP:
-                        start = expected.skip_gap(tp, offset)
-                        if acks_enabled_for(message.topic):
-                            await self._add_gap(tp, start, offset - 1)  # Faust's end is inclusive
-                    if self._commit_every is not None and self._n_acked >= self._commit_every:
-                        self._n_acked = 0
-                        await self.commit()
-                    if expected.epoch(tp) != epoch:
-                        skip.add(tp)  # sought while acknowledging or committing: stale now
-                        continue
-                    if await self._hand_over(callback(message)):
-                        if expected.handed_over(tp, offset, epoch):
-                            self._read_offset[tp] = offset
-                        else:
-                            skip.add(tp)  # sought meanwhile: the rest of this batch is stale
-                    else:
-                        skip.add(tp)
-                        if expected.epoch(tp) == epoch:  # else the seek meanwhile decides
-                            self._seek_back(tp, offset, "its hand-off was abandoned")
+                    await self._offer(tp, message, stamp, skip)
+                await self._settle(stamp, skip)
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:
             if self.transport.app.should_stop:
@@ -190,9 +189,10 @@ class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedH
             await self.sleep(STALL_CHECK_SECONDS)
             if not self.flow_active or self.app.rebalancing:
                 continue
+            held = self._gate.held if self._gate is not None else {}
             for tp in self.assignment() - self._paused_partitions:
                 want = self._expected.expected(tp)
-                if want is None:
+                if want is None or tp in held:  # kept back by the gate: not lost
                     continue
                 try:
                     position = await asyncio.wait_for(self._thread.position(tp), 5.0)

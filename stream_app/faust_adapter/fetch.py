@@ -12,7 +12,7 @@ from faust.types import TP, Message
 
 class RefetchingGetmany:
     """Mixin for the Faust consumer (stream_app/faust_adapter/consumer.py), which supplies
-    ``_expected`` and ``_seek_back``."""
+    ``_expected``, ``_fetched``, ``_last_fetch`` and ``_seek_back``."""
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         """Faust's ``getmany``, except that records it throws away are fetched again.
@@ -32,6 +32,10 @@ class RefetchingGetmany:
         if records is None or consumer.should_stop:
             return
         app, expected = consumer.app, consumer._expected
+        views = getattr(records, "views", None)  # client_view.FetchedRecords, from our thread
+        if views is not None:
+            consumer._last_fetch = records  # for the drain loop's end of batch
+            consumer._fetched(records)
         generation_id = app.consumer_generation_id
         epochs = {tp: expected.epoch(tp) for tp in records}  # no await since the fetch
         yielded: dict[TP, int] = {}

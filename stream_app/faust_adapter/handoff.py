@@ -16,6 +16,8 @@ import asyncio
 from collections.abc import Coroutine, Generator
 from typing import Any, cast
 
+from stream_app.faust_adapter.offsets import Verdict
+
 
 class Resumed:
     """Awaitable that continues a coroutine whose first step already ran and yielded `first`
@@ -47,7 +49,8 @@ class Resumed:
 
 
 class GuardedHandOff:
-    """Mixin for the Faust consumer (a mode Service with ``suspend_flow``)."""
+    """Mixin for the Faust consumer (a mode Service with ``suspend_flow``; consumer.py supplies
+    ``_expected`` and ``_seek_back``)."""
 
     _guard: asyncio.Future[Any] | None = None
     _handing: asyncio.Future[Any] | None = None  # the hand-off the guard would abandon
@@ -80,6 +83,46 @@ class GuardedHandOff:
         finally:
             self._handing = None
         return True
+
+    async def _offer(self, tp: Any, message: Any, stamp: int, skip: set[Any]) -> bool:
+        """Hand one fetched record over if it is the one its partition expects (offsets.py).
+        True when it reached the streams; `tp` joins `skip` when the rest of its batch is
+        stale."""
+        consumer: Any = self
+        expected = consumer._expected
+        offset = message.offset
+        verdict = expected.judge(tp, offset, stamp)
+        if verdict is Verdict.DROP:
+            return False
+        if verdict is Verdict.WAIT:
+            skip.add(tp)  # fetched again once the seek in flight is done
+            return False
+        if verdict is Verdict.RESEEK:
+            skip.add(tp)
+            consumer._seek_back(tp, expected.expected(tp), f"record {offset} is past the next one "
+                            "expected and the partition was sought since the fetch began")
+            return False
+        epoch = expected.epoch(tp)
+        if verdict is Verdict.GAP:
+            start = expected.skip_gap(tp, offset)
+            if consumer.app.topics.acks_enabled_for(message.topic):
+                await consumer._add_gap(tp, start, offset - 1)  # Faust's end is inclusive
+        if consumer._commit_every is not None and consumer._n_acked >= consumer._commit_every:
+            consumer._n_acked = 0
+            await consumer.commit()
+        if expected.epoch(tp) != epoch:
+            skip.add(tp)  # sought while acknowledging or committing: stale now
+            return False
+        if await self._hand_over(consumer.callback(message)):
+            if expected.handed_over(tp, offset, epoch):
+                consumer._read_offset[tp] = offset
+                return True
+            skip.add(tp)  # sought meanwhile: the rest of this batch is stale
+            return False
+        skip.add(tp)
+        if expected.epoch(tp) == epoch:  # else the seek meanwhile decides
+            consumer._seek_back(tp, offset, "its hand-off was abandoned")
+        return False
 
     def _flow_guard(self) -> asyncio.Future[Any]:
         """A task that ends when the flow is suspended or the consumer stops or crashes, and

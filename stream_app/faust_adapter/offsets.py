@@ -43,7 +43,7 @@ another matter: stream_app/faust_adapter/flow.py.)
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 
 class Verdict(enum.Enum):
@@ -57,13 +57,16 @@ class Verdict(enum.Enum):
 class ExpectedOffsets:
     """The next offset each assigned partition may hand over (None: unknown, take any)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_moved: Callable[[Hashable], None] | None = None) -> None:
+        self._on_moved = on_moved  # told of every seek and revoke (the gate drops what it kept)
         self._next: dict[Hashable, int | None] = {}
         self._serial = 0  # seeks and revocations so far, all partitions
         self._sought_at: dict[Hashable, int] = {}  # _serial at the partition's last seek
         self._behind: dict[Hashable, int] = {}  # expected offset at the last stall check
         self._stall_checked: dict[Hashable, tuple[int, int]] = {}  # (expected, position)
         self._in_flight: dict[Hashable, int | None] = {}  # first record skipped meanwhile
+        self._accounted: dict[Hashable, int] = {}  # client position every offset below which
+        # was handed over or is a gap the client skipped (a marker): not a stall
 
     def fetch_stamp(self) -> int:
         """Taken before a fetch begins, given to ``judge`` for the records it returns."""
@@ -148,14 +151,41 @@ class ExpectedOffsets:
         self._next[tp] = offset if offset is not None and offset >= 0 else None
         self._serial += 1
         self._sought_at[tp] = self._serial
+        self._accounted.pop(tp, None)
+        if self._on_moved is not None:
+            self._on_moved(tp)
+
+    def sought_since(self, tp: Hashable, fetch_stamp: int) -> bool:
+        return self._sought_at.get(tp, 0) > fetch_stamp or tp in self._in_flight
+
+    def account(self, tp: Hashable, fetch_stamp: int, position: int | None) -> None:
+        """After a batch: every record the client handed out for `tp` up to `position` (its
+        position right after the fetch) was handed over, so offsets between the expected one
+        and `position` are gaps the client skipped (transaction markers), not lost records: the
+        stall watch leaves (expected, position) alone. None, or a seek since the fetch: not
+        accounted."""
+        if position is None or self.sought_since(tp, fetch_stamp):
+            self._accounted.pop(tp, None)
+            return
+        self._accounted[tp] = position
+        want = self._next.get(tp)
+        if want is not None and position > want:
+            self._stall_checked[tp] = (want, position)
+            self._behind.pop(tp, None)
+
+    def accounted(self, tp: Hashable) -> int | None:
+        return self._accounted.get(tp)
 
     def forget(self, tp: Hashable) -> None:
         self._next.pop(tp, None)
         self._in_flight.pop(tp, None)
         self._behind.pop(tp, None)
         self._stall_checked.pop(tp, None)
+        self._accounted.pop(tp, None)
         self._serial += 1
         self._sought_at[tp] = self._serial  # a hand-off or fetch begun before is stale
+        if self._on_moved is not None:
+            self._on_moved(tp)
 
     def stalled(self, tp: Hashable, position: int) -> bool:
         """Called every few seconds with the client's fetch position, while no hand-off is in

@@ -8,6 +8,7 @@ import pytest
 
 from bench import __main__ as dispatcher
 from bench import (
+    backlog,
     composition,
     continual,
     latency,
@@ -30,7 +31,7 @@ def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
     assert listed == {
         "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust",
-        "composition", "continual",
+        "composition", "continual", "backlog",
     }
 
 
@@ -120,3 +121,14 @@ def test_throughput_quick(tmp_path: Path) -> None:
 def test_latency_quick(tmp_path: Path) -> None:
     text = run(latency, tmp_path)
     assert "| light |" in text and "| saturating |" in text
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+@pytest.mark.slow
+def test_backlog_quick(tmp_path: Path) -> None:
+    text = run(backlog, tmp_path, "--passes", "1")
+    assert "<!-- bench:backlog start -->" in text
+    assert "| 1,000 reports, plain |" in text
+    assert "| 1,000 reports, 100 transactions x 10 |" in text
+    assert "transactional / plain:" in text

@@ -61,6 +61,19 @@ FINGERPRINTS = {
     "faust.transport.consumer:Consumer.perform_seek": "d3e8527bdb719700",
     "mode.services:Service.wait_first": "19fc80e7f3167aed",
     "aiokafka.consumer.consumer:AIOKafkaConsumer.start": "98fe0184c169ab2e",
+    # the gate (alignment.py, client_view.py) and the gaps (gaps.py), issue 34
+    "faust.transport.consumer:Consumer.on_partitions_assigned": "8cee14735fb5d8ea",
+    "aiokafka.consumer.fetcher:Fetcher._get_actions_per_node": "ce1105e08135eb32",
+    "aiokafka.consumer.fetcher:Fetcher._proc_fetch_request": "d86f4f9b7001c1f8",
+    "aiokafka.consumer.fetcher:FetchResult.getall": "dab3256df06c4c03",
+    "aiokafka.consumer.fetcher:PartitionRecords._unpack_records": "4a783bfda70fa2b0",
+    "aiokafka.consumer.subscription_state:Assignment.state_value": "fe056725fd2e5fab",
+    "aiokafka.consumer.subscription_state:Assignment.tps": "861a28bce4d51773",
+    "aiokafka.consumer.subscription_state:TopicPartitionState.__init__": "bdbcdfbd91b754b3",
+    "aiokafka.consumer.subscription_state:TopicPartitionState.position": "39432b4b2c36d644",
+    "aiokafka.consumer.subscription_state:TopicPartitionState.has_valid_position":
+        "0f0000c9bba6fd5e",
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.last_poll_timestamp": "90b6aae0da7608e6",
     # stream_app/faust_adapter/app.py and faust_flow.py
     "faust.app.base:App._new_transport": "ad3271170e9cdaf1",
     "faust.app.base:App.flow_control": "640417b3c723f9a0",
