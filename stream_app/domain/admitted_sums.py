@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+# (window, admitted units, the window before's final admitted units or None, raw sum units)
+TreeState = tuple[int, int, int | None, int]
+
 
 class AdmittedSums:
     sum_units: int
@@ -64,3 +67,6 @@ class AdmittedSums:
     def admitted_units(self) -> int:
         """The sum of admitted contributions in ``window``."""
         return self.sum_units + self.gap_units
+
+    def tree_state(self) -> TreeState:
+        return self.window, self.admitted_units, self.previous_units, self.sum_units

@@ -18,7 +18,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from core.learning import user_share, user_shares
-from stream_app.domain.admitted_sums import AdmittedSums
+from stream_app.domain.admitted_sums import AdmittedSums, TreeState
 from stream_app.domain.inputs import tuple_new
 
 
@@ -123,6 +123,9 @@ class PartitionAggregate(AdmittedSums):
     gaps: dict[str, tuple[int, int, int | None]] = field(default_factory=dict)
     gap_units: int = 0
     previous_units: int | None = None
+    # (window, admitted_units, previous_units, sum_units) as of the last changelog window the
+    # broker acknowledged: what a tree-mode partial shows while writes are pending
+    durable: TreeState | None = None
 
     def note_held(self, user_id: str, count: int) -> None:
         if count:

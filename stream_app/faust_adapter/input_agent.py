@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+from stream_app.domain.admitted_sums import TreeState
 from stream_app.domain.batch import DeadLetters
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.models import dead_letter, to_bytes
@@ -57,6 +59,8 @@ class InputAgent:
         self.inflight: asyncio.Future[None] | None = None
         # set when a batch's record was not acknowledged: the worker stops (runner: exit 75)
         self.write_failure: WriteNotAcknowledged | None = None
+        # tree mode: input partitions with writes sent but not acknowledged (how many windows)
+        self.inflight_partitions: Counter[int] = Counter()
 
     async def process(self, stream: Any) -> None:
         # Faust's worker leaves the root logger at DEBUG (its spinner): every debug call of
@@ -92,9 +96,19 @@ class InputAgent:
             self._timer.cancel()
             self._timer = None
         if window:
+            touched = {p for _, p in window.values}
+            states = ({p: self.table.aggregate(p).tree_state() for p in touched}
+                      if self.ingest.applier.rules.admission is not None else {})
+            self.inflight_partitions.update(touched)
             self.inflight = asyncio.ensure_future(
-                self._write_then_release(window, self.inflight))
+                self._write_then_release(window, self.inflight, states))
         return self.inflight
+
+    def pending(self) -> set[int]:
+        """Input partitions whose aggregate holds writes not acknowledged yet (tree mode shows
+        their ``durable`` state: a crash could take those writes back)."""
+        return {p for p, n in self.inflight_partitions.items() if n > 0} | {
+            p for _, p in self.window.values}
 
     async def flushed(self) -> None:
         """Flush the open window and wait until every window sent is settled."""
@@ -109,7 +123,8 @@ class InputAgent:
                 self.settings.changelog_flush_seconds, self.flush)
 
     async def _write_then_release(self, window: WriteWindow,
-                                  previous: asyncio.Future[None] | None) -> None:
+                                  previous: asyncio.Future[None] | None,
+                                  states: dict[int, TreeState]) -> None:
         """Write a window after the previous one, then release its events (their offsets may
         be committed); a write not acknowledged stops the worker with the window held back."""
         if previous is not None:
@@ -121,6 +136,11 @@ class InputAgent:
             return
         for event in window.events:
             event.ack()
+        self.inflight_partitions.subtract({p for _, p in window.values})
+        for partition, state in states.items():  # acknowledged: what a partial may show
+            agg = self.table.aggregates.get(partition)
+            if agg is not None:
+                agg.durable, agg.dirty = state, True
 
     def handle_batch(self, events: Sequence[Any]) -> DeadLetters:
         token = self.table.without_event()

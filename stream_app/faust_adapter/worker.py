@@ -160,6 +160,7 @@ class PufferfishApp:
             return
         admission = self.rules.admission
         window = admission.window_at(time.time()) if admission is not None else None
+        pending = self.input.pending() if window is not None else set()
         for tp in sorted(self._assigned()):
             if tp.topic != self.settings.topic_reports:
                 continue
@@ -169,9 +170,16 @@ class PufferfishApp:
                     agg.roll(window)  # on the clock: a partition without records rolls too
                 if not agg.dirty:
                     continue
-                tree = (dict(window=agg.window, admitted_units=agg.admitted_units,
-                             previous_units=agg.previous_units) if window is not None else {})
+                # tree mode: the state as of acknowledged writes only (never one a crash
+                # could take back: design.md, "Continual release: wiring the tree")
+                state = agg.durable if tp.partition in pending else agg.tree_state()
+                if window is not None and state is None:
+                    continue  # nothing acknowledged yet
                 sum_units, group_units, newest_ts, consumed_at = agg.snapshot()
+                tree = {} if state is None else dict(
+                    window=state[0], admitted_units=state[1], previous_units=state[2])
+                if state is not None:
+                    sum_units = state[3]
                 partial = Partial(partition=tp.partition, sum_units=sum_units,
                                   group_units=group_units, newest_ts=newest_ts,
                                   consumed_at=consumed_at, **tree)
