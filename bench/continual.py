@@ -7,10 +7,11 @@ the column. Both mechanisms spend the window budget epsilon = 1: ``independent``
 theta = T * spread / epsilon each, ``tree`` one tree (``core.tree.tree_mechanism``, arity
 picked by its predicted noise; the binary tree beside it) whose release at tick t is computed
 from the exact node values S_end - S_start plus one draw per node, as the worker does. The
-empirical RMSE is over every tick of R windows; ``predicted`` is ``noise_sd()`` (tree) and
-``independent_noise_sd`` (independent), what ``pufferfish plan`` will print. The noise is
-numpy's discrete Laplace on the same grid (the difference of two geometric draws, the same law
-as the CSPRNG sampler, which the worker uses and which is too slow for millions of draws).
+empirical RMSE is over every tick of R windows; beside it, ``pufferfish plan``'s prediction
+from the function ``plan`` calls (core.tree_plan.compare_mechanisms): ``noise_sd_tree`` and
+``noise_sd_independent``. The noise is numpy's discrete Laplace on the same grid (the
+difference of two geometric draws, the same law as the CSPRNG sampler, which the worker uses
+and which is too slow for millions of draws).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from scipy import sparse
 from bench import _common
 from core.distribution import Distribution
 from core.plan import release_plan
-from core.tree import TreeMechanism, independent_noise_sd, tree_mechanism
+from core.tree import TreeMechanism, tree_mechanism
+from core.tree_plan import compare_mechanisms
 from core.tree_shape import TreeShape
 from core.vocabulary import PairKind, Rule
 
@@ -129,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             # w 0: one draw per window (the base), so many windows for a stable RMSE
             count = (args.windows or (20 if args.quick else 400 if ticks < 1000 else 100)) * (
                 40 if w == 0 else 1)
-            tree = tree_mechanism(ticks, w, KINDS, plan.spread, domain, EPSILON, GRID_LOG2)
+            predicted = compare_mechanisms(ticks, w, KINDS, plan.spread, domain, EPSILON,
+                                           GRID_LOG2)
+            tree = predicted.tree
             binary = tree_mechanism(ticks, w, KINDS, plan.spread, domain, EPSILON, GRID_LOG2,
                                     arity=2)
             (got, got2), ind = rmse([tree, binary], values, w, count, rng)
-            want, want_ind = tree.noise_sd(), independent_noise_sd(ticks, plan.spread, EPSILON,
-                                                                    GRID_LOG2)
+            want, want_ind = predicted.noise_sd_tree, predicted.noise_sd_independent
             off = abs(want - got) / got
             verdicts.append((ticks, w, ind / got, off))
             rows.append((ticks, w, count, tree.shape.arity, tree.sensitivity, tree.scale,
@@ -142,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"{ind / got:,.1f}x"))
     elapsed = time.perf_counter() - started
     headers = ("T", "w", "windows", "arity", "Delta", "node theta", "tree RMSE",
-               "tree noise_sd", "noise_sd off by", "binary RMSE", "independent RMSE",
-               "independent noise_sd", "independent / tree")
+               "plan noise_sd_tree", "plan off by", "binary RMSE", "independent RMSE",
+               "plan noise_sd_independent", "independent / tree")
     print(_common.text_table(headers, rows))
     goal = [v for v in verdicts if v[:2] == (8_640, 4)]
     ok = bool(goal) and all(ratio >= 10 and off <= 0.10 for _, _, ratio, off in goal)

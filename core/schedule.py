@@ -242,6 +242,18 @@ def window_schedule(
                           fewest * release_period if runs_out else window_seconds, None)
 
 
+def window_pattern(
+    release_period: float, window_seconds: float, learn_period: float | None = None
+) -> WindowSchedule:
+    """Every window's ticks and learning rounds when every tick releases: the tree mechanism
+    (core/tree_plan.py) charges its window once, so nothing runs out (the caller checks that
+    the learning rounds leave a release budget). ``window_schedule`` with unit charges and a
+    budget of twice the most ticks a window can have, so every tick and round fits."""
+    most = _ceil(exact_decimal(window_seconds) / exact_decimal(release_period)) + 1
+    return window_schedule(2 * most, 1, release_period, window_seconds,
+                           None if learn_period is None else 1, learn_period)
+
+
 def _every_window(charges: _Charges, release_period: float, window_seconds: float,
                   learn_period: float | None, distinct: int) -> WindowSchedule:
     size, period = exact_decimal(window_seconds), exact_decimal(release_period)

@@ -6,11 +6,12 @@ users who join, report, leave and rejoin. The worker learns the population's law
 learning rounds; every release and learning round is printed on one line, and the worker's
 /metrics is served on 127.0.0.1. Each release is shown next to the exact sum it was drawn
 from, its error, θ and the noise sd (stream_app.demo.demo_view; the exact sum is known only
-because the demo simulates the users, and is never published). The run ends by itself once the
-budget is spent (the worker's ``pufferfish_budget_exhausted``, after the last release is
-shown), or after --duration; Ctrl-C or SIGTERM stop it earlier. Every way, everything stops
-cleanly (exit 0) and a PNG of noisy vs exact sums and of the budget spent is written, its path
-printed (stream_app.demo.demo_plot).
+because the demo simulates the users, and is never published). The run ends by itself: with
+the tree mechanism (the default) at the end of a privacy window (stream_app.demo.demo_defaults),
+with independent releases once the budget is spent (the worker's ``pufferfish_budget_exhausted``,
+after the last release is shown); or after --duration; Ctrl-C or SIGTERM stop it earlier.
+Every way, everything stops cleanly (exit 0) and a PNG of noisy vs exact sums and of the budget
+spent is written, its path printed (stream_app.demo.demo_plot).
 """
 
 from __future__ import annotations
@@ -18,18 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from core.errors import PufferfishInputError
+from stream_app.demo import demo_defaults
 from stream_app.demo.broker import port_free
 from stream_app.demo.demo_run import PROG, DemoRun
 from stream_app.settings import arguments
 
 DESCRIPTION = ("The whole pipeline on one machine, with nothing to set up: an embedded broker, "
                "one worker and a simulated population. Each release is printed next to the "
-               "exact sum it was drawn from; the run ends when the budget is spent (or after "
-               "--duration, or at Ctrl-C) and writes a PNG of noisy vs exact sums.")
+               "exact sum it was drawn from; the run ends by itself (tree: at the end of a "
+               "privacy window; independent: when the budget is spent), after --duration or "
+               "at Ctrl-C, and writes a PNG of noisy vs exact sums.")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,17 +43,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=200.0, metavar="N",
                    help="events per second sent (all kinds)")
     p.add_argument("--duration", type=float, default=None, metavar="S",
-                   help="seconds to run at most (default: until the budget is spent)")
+                   help="seconds to run at most (default: tree, until the end of a window; "
+                   "independent, until the budget is spent)")
     p.add_argument("--epsilon", type=float, default=1.0, metavar="E",
-                   help="privacy loss per release")
-    p.add_argument("--budget", type=float, default=50.0, metavar="E",
-                   help="total privacy loss of the run (releases and learning rounds)")
-    p.add_argument("--release-period", type=float, default=5.0, metavar="S",
-                   help="seconds between releases")
-    p.add_argument("--learn-period", type=float, default=10.0, metavar="S",
-                   help="seconds between learning rounds (DP estimate of the group's law)")
-    p.add_argument("--epsilon-learn", type=float, default=1.0, metavar="E",
-                   help="privacy loss per learning round")
+                   help="privacy loss per release (independent)")
+    p.add_argument("--budget", type=float, default=None, metavar="E",
+                   help="privacy loss of the run (releases and learning rounds), per window "
+                   "with one (default: tree 10, independent 50)")
+    p.add_argument("--release-period", type=float, default=None, metavar="S",
+                   help="seconds between releases (default: tree 1, independent 5)")
+    p.add_argument("--learn-period", type=float, default=None, metavar="S",
+                   help="seconds between learning rounds (DP estimate of the group's law; "
+                   "default: tree 30, independent 10)")
+    p.add_argument("--epsilon-learn", type=float, default=None, metavar="E",
+                   help="privacy loss per learning round (default: tree 0.5, independent 1)")
     p.add_argument("--metrics-port", type=int, default=9102, metavar="PORT",
                    help="worker /metrics port on 127.0.0.1 (0: a free one)")
     p.add_argument("--seed", type=int, default=0, metavar="N",
@@ -60,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plot", action="store_true", help="write no PNG")
     p.add_argument("--quiet", action="store_true",
                    help="terse release lines (theta, noisy sum) without exact sum and error")
+    demo_defaults.add_arguments(p)
     return p
 
 
@@ -71,6 +79,10 @@ def _check(args: argparse.Namespace) -> None:
     }
     if args.duration is not None:
         positive["duration"] = args.duration
+    if args.window is not None:
+        positive["window"] = args.window
+    if args.max_changes < 0:
+        raise PufferfishInputError("max-changes", f"must be >= 0, got {args.max_changes}")
     for name, value in positive.items():
         if not value > 0 or value != value or value == float("inf"):
             raise PufferfishInputError(name, f"must be a finite number > 0, got {value}")
@@ -89,6 +101,7 @@ def _check(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(argv) if argv is not None else None)
+        demo_defaults.fill(args, time.time())
         _check(args)
     except PufferfishInputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

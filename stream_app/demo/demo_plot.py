@@ -1,17 +1,22 @@
 """The demo's end-of-run picture: noisy vs exact sum with ±2 sd bands, and the privacy budget.
 
 Top panel: each release's exact sum (line) and noisy sum (dots), the band exact ± 2·sd
-(sd = θ·√2; a Laplace draw falls outside it with probability e^{-2√2} ≈ 6 %), and a dotted
-line at each learning round. Bottom panel: ε spent after every release and learning round
+(sd = θ·√(2·draws): one Laplace draw per release, or one per tree node it adds up; a single
+Laplace draw falls outside ±2 sd with probability e^{-2√2} ≈ 6 %), and a dotted line at each
+learning round. With a comparison sd (``independent_sd``: independent releases at the same
+budget, `pufferfish plan`'s noise_sd_independent) a middle panel shows each release's error
+against both bands, on one scale. Bottom panel: ε spent after every release and learning round
 against the budget. Rendered with matplotlib's Agg backend (no display needed).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from stream_app.demo.demo_view import DemoView, Point, Round
 
@@ -27,24 +32,44 @@ def plot_run(path: Path | None, view: DemoView, budget: float, t0: float) -> tup
     """Write the run's plot (to ``path``, or a new temporary file): (line to print, ok)."""
     view.fill_exact()
     try:
-        written = write_plot(path or default_plot_path(), view.points, view.rounds, budget, t0)
+        written = write_plot(path or default_plot_path(), view.points, view.rounds, budget, t0,
+                             view.independent_sd)
     except (OSError, ValueError) as exc:
         return f"plot not written: {exc}", False
-    return f"plot: {written.resolve()} (noisy vs exact sum, ±2 sd bands, epsilon spent)", True
+    what = "" if view.independent_sd is None else ", independent releases' band"
+    return (f"plot: {written.resolve()} (noisy vs exact sum, ±2 sd bands{what}, epsilon spent)",
+            True)
 
 
 def write_plot(path: Path, points: Sequence[Point], rounds: Sequence[Round], budget: float,
-               t0: float) -> Path:
+               t0: float, independent_sd: float | None = None) -> Path:
     """Draw the run into a PNG at ``path``; times are seconds since ``t0`` (wall clock)."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(points, rounds, budget, t0, independent_sd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def draw(points: Sequence[Point], rounds: Sequence[Round], budget: float, t0: float,
+         independent_sd: float | None = None) -> Any:
+    """The matplotlib Figure (module docstring); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     known = [p for p in points if p.exact is not None]
-    fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
+    compare = independent_sd is not None
+    fig, axes = plt.subplots(
+        3 if compare else 2, 1, figsize=(10, 9.5 if compare else 7), sharex=True,
+        gridspec_kw={"height_ratios": [3, 2, 1.3] if compare else [3, 1.3]},
     )
+    top, bottom = axes[0], axes[-1]
     try:
         if known:
             t = [p.ts - t0 for p in known]
@@ -53,9 +78,12 @@ def write_plot(path: Path, points: Sequence[Point], rounds: Sequence[Round], bud
             top.fill_between(t, [e - b for e, b in zip(exact, band, strict=True)],
                              [e + b for e, b in zip(exact, band, strict=True)],
                              color="tab:blue", alpha=0.15, lw=0,
-                             label="exact ± 2 sd (sd = θ·√2)")
+                             label="exact ± 2 sd of each release (sd = θ·√(2·draws))")
+            admitted = any(p.mechanism == "tree" for p in known)
             top.plot(t, exact, "s-", color="tab:blue", lw=1.4, ms=3.5,
-                     label="exact sum (known only to this simulation)")
+                     label="exact sum (known only to this simulation)" if not admitted else
+                     "exact sum of admitted contributions (known only to this simulation; a "
+                     "user's changes beyond max_changes_per_window wait for the next window)")
             top.vlines(t, exact, [p.noisy for p in known], color="gray", lw=0.8,
                        label="error = noisy − exact")
             inside = sum(abs(p.noisy - e) <= b for p, e, b in zip(known, exact, band, strict=True))
@@ -68,8 +96,11 @@ def write_plot(path: Path, points: Sequence[Point], rounds: Sequence[Round], bud
         else:
             top.text(0.5, 0.5, "no releases in this run", transform=top.transAxes,
                      ha="center", va="center", color="gray")
+        if compare:
+            assert independent_sd is not None
+            _errors(axes[1], known, independent_sd, t0)
         for i, r in enumerate(_round_times(rounds)):
-            for ax in (top, bottom):
+            for ax in axes:
                 ax.axvline(r - t0, color="tab:green", ls=":", lw=1,
                            label="learning round" if i == 0 and ax is top else None)
         top.set_ylabel("sum of present users' latest values")
@@ -89,11 +120,38 @@ def write_plot(path: Path, points: Sequence[Point], rounds: Sequence[Round], bud
         bottom.legend(loc="center left", fontsize=8)
         bottom.grid(alpha=0.3)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    finally:
+    except BaseException:
         plt.close(fig)
-    return path
+        raise
+    return fig
+
+
+def comparison_text(points: Sequence[Point], independent_sd: float) -> str:
+    """The sentence under the comparison panel: both sds (root mean square of the releases')."""
+    if not points:
+        return f"independent releases at the same budget: sd {independent_sd:,.4g}"
+    sd = math.sqrt(sum(p.sd**2 for p in points) / len(points))
+    return (f"independent releases at the same budget: sd {independent_sd:,.4g}, "
+            f"{independent_sd / sd:,.3g}x this run's {sd:,.4g}")
+
+
+def _errors(ax: Any, known: Sequence[Point], independent_sd: float, t0: float) -> None:
+    """Each release's error with its own ±2 sd band and the independent mechanism's."""
+    t = [p.ts - t0 for p in known]
+    if known:
+        ax.fill_between(t, [-2 * p.sd for p in known], [2 * p.sd for p in known],
+                        color="tab:blue", alpha=0.3, lw=0, label="± 2 sd of this run's releases")
+        ax.plot(t, [p.noisy - float(p.exact or 0.0) for p in known], "o", color="tab:red",
+                ms=3.5, label="error = noisy − exact")
+    ax.axhspan(-2 * independent_sd, 2 * independent_sd, color="tab:orange", alpha=0.12, lw=0,
+               label="± 2 sd of independent releases at the same budget")
+    ax.axhline(0, color="gray", lw=0.8)
+    ax.set_ylim(-2.3 * independent_sd, 2.3 * independent_sd)
+    ax.set_ylabel("error")
+    ax.text(0.01, 0.03, comparison_text(known, independent_sd), transform=ax.transAxes,
+            fontsize=8, color="dimgray")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
 
 
 def _mean_error(points: Sequence[Point]) -> float:

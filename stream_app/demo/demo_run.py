@@ -22,7 +22,7 @@ from stream_app.demo.demo_plot import plot_run
 from stream_app.demo.demo_view import DemoView, Truth, follow
 from stream_app.demo.demo_worker import start_demo_worker
 from stream_app.demo.population import Event, Population
-from stream_app.demo.worker_process import demo_settings, stop_process_group, tail
+from stream_app.demo.worker_process import comparison_sd, demo_settings, stop_process_group, tail
 from stream_app.kafka.topics import ensure_topics
 from stream_app.metrics_page import local_url, scrape, totals
 
@@ -93,12 +93,11 @@ class DemoRun:
         await loop.run_in_executor(None, broker.start)
         if self.stop.is_set():
             return None
-        _say(
-            f"broker: embedded tansu on {broker.bootstrap} (pid {broker.pid}, in memory), "
-            f"ready in {time.monotonic() - t0:.2f} s"
-        )
+        _say(f"broker: embedded tansu on {broker.bootstrap} (pid {broker.pid}, in memory), "
+             f"ready in {time.monotonic() - t0:.2f} s")
         metrics_port = self.args.metrics_port or free_port()
         settings = demo_settings(self.args, broker.url, self.workdir, metrics_port)
+        self.view.independent_sd = comparison_sd(settings, _say)
         await ensure_topics(settings)
         self.worker, self.worker_log, truth_path = start_demo_worker(settings, self.workdir)
         self.view.truth = Truth(truth_path)

@@ -28,7 +28,8 @@ TRUTH_WAIT_SECONDS = 10.0
 HEADER = (
     "exact sum: known only because this demo simulates the users (read locally from the "
     "worker's state, never published to Kafka or /metrics); error = noisy - exact; "
-    "sd = theta*sqrt(2), the Laplace noise's standard deviation"
+    "sd = theta*sqrt(2 x draws), the noise's standard deviation (independent: one Laplace "
+    "draw; tree: one per node the release adds up, the base and its prefix nodes)"
 )
 
 
@@ -47,10 +48,12 @@ class Point:
     spent: float
     priors_seq: int
     exact: float | None = None
+    draws: int = 1  # Laplace draws of scale theta in the release: its tree nodes, else 1
+    mechanism: str = "independent"
 
     @property
     def sd(self) -> float:
-        return laplace_sd(self.theta)
+        return laplace_sd(self.theta) * math.sqrt(self.draws)
 
 
 @dataclass
@@ -102,6 +105,9 @@ class DemoView:
         self.say = say
         self.clock = clock or time.monotonic
         self.points: list[Point] = []
+        # noise sd of independent releases at the same budget (`pufferfish plan`
+        # noise_sd_independent), drawn beside a tree's for comparison; None: not drawn
+        self.independent_sd: float | None = None
         self.rounds: list[Round] = []
         self.releases = 0  # release records read
         self.round_records = 0  # learning-round records read (one per group and round)
@@ -122,7 +128,8 @@ class DemoView:
         r = json.loads(raw or b"")
         point = Point(seq=int(r["seq"]), ts=float(r["ts"]), noisy=float(r["noisy_sum"]),
                       theta=float(r["theta"]), spent=float(r["epsilon_spent"]),
-                      priors_seq=int(r["priors_seq"]))
+                      priors_seq=int(r["priors_seq"]), draws=_draws(r.get("nodes")),
+                      mechanism=str(r.get("mechanism", "independent")))
         self.points.append(point)
         self._queue.append(("release", (point, line), self.clock()))
 
@@ -176,14 +183,23 @@ class DemoView:
         self.say(rich_release_line(point, self.budget))
 
 
+def _draws(nodes: Any) -> int:
+    """A tree release's draws: its ``nodes`` ids (the base and its prefix nodes); else one."""
+    return len(nodes) if isinstance(nodes, list) and nodes else 1
+
+
 def rich_release_line(point: Point, budget: float) -> str:
     if point.exact is None:
         exact = "exact_sum=n/a error=n/a"
     else:
         exact = f"exact_sum={point.exact:.2f} error={point.noisy - point.exact:+.2f}"
     return (f"release seq={point.seq} noisy_sum={point.noisy:.2f} {exact} "
-            f"theta={point.theta:.4f} sd={point.sd:.2f} "
+            f"theta={point.theta:.4f} {_draws_text(point)}sd={point.sd:.2f} "
             f"epsilon_spent={point.spent:.4f}/{budget:g} priors_seq={point.priors_seq}")
+
+
+def _draws_text(point: Point) -> str:
+    return f"draws={point.draws} " if point.mechanism == "tree" else ""
 
 
 async def follow(bootstrap: str, releases: str, priors: str, view: DemoView,

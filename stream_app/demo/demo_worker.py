@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from stream_app.demo.worker_process import settings_env
 from stream_app.domain.models import Partial
+from stream_app.release.tree_release import window_units
 from stream_app.settings import Settings
 
 if TYPE_CHECKING:
@@ -41,8 +42,17 @@ log = logging.getLogger(__name__)
 _Snapshot = TypeVar("_Snapshot", bound=Mapping[int, Partial])
 
 
-def truth_line(seq: int, grid_log2: int, partials: Mapping[int, Partial]) -> str:
-    parts = {str(p): [x.sum_units, x.newest_ts] for p, x in sorted(partials.items())}
+def truth_line(seq: int, grid_log2: int, partials: Mapping[int, Partial],
+               window: int | None = None) -> str | None:
+    """The tap's line; ``window``: a tree release, whose exact sum is each partition's admitted
+    contributions in that window (stream_app.release.tree_release.window_units; None when a
+    partition cannot tell it, as the releaser then skips the tick)."""
+    parts: dict[str, list[Any]] = {}
+    for p, x in sorted(partials.items()):
+        units = x.sum_units if window is None else window_units([x], window)
+        if units is None:
+            return None
+        parts[str(p)] = [units, x.newest_ts]
     return json.dumps({"seq": seq, "grid_log2": grid_log2, "partitions": parts}) + "\n"
 
 
@@ -71,9 +81,12 @@ class ReleaseTap:
             self.snapshots.clear()
             record = await on_clock(tick)
             if record is not None and self.snapshots:
+                window = record.window if record.mechanism == "tree" else None
+                line = truth_line(record.seq, self.grid_log2, self.snapshots[-1], window)
                 try:
-                    self.out.write(truth_line(record.seq, self.grid_log2, self.snapshots[-1]))
-                    self.out.flush()
+                    if line is not None:
+                        self.out.write(line)
+                        self.out.flush()
                 except OSError as exc:  # the demo prints exact_sum=n/a; the worker goes on
                     log.warning("truth tap not written (%s)", type(exc).__name__)
             return record

@@ -7,16 +7,19 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from stream_app.demo.population import DOMAIN
+from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
 
 
 def demo_settings(
     args: argparse.Namespace, broker_url: str, workdir: Path, metrics_port: int
 ) -> Settings:
-    """The demo worker's settings: learned priors, loopback, tansu workarounds."""
+    """The demo worker's settings: learned priors, the mechanism and window of the demo's
+    arguments (stream_app.demo.demo_defaults), loopback, tansu workarounds."""
     return Settings(
         broker=broker_url,
         app_id=f"pufferfish-demo-{os.getpid()}",
@@ -27,6 +30,9 @@ def demo_settings(
         prior_source="learned",
         learn_period_seconds=args.learn_period,
         epsilon_learn=args.epsilon_learn,
+        release_mechanism=args.mechanism,
+        budget_window_seconds=args.window,
+        max_changes_per_window=args.max_changes,
         metrics_host="127.0.0.1",
         metrics_port=metrics_port,
         web_port=None,
@@ -40,6 +46,22 @@ def demo_settings(
         broker_heartbeat_interval=1,
         consumer_fetch_max_wait_seconds=0.1,  # tansu holds idle fetches for the whole wait
     )
+
+
+def comparison_sd(settings: Settings, say: Callable[[str], None] | None = None) -> float | None:
+    """In tree mode, the noise sd of independent releases at the same budget (`pufferfish
+    plan`'s noise_sd_independent), which the plot draws beside the tree's, said with the tree's
+    in one line; else None."""
+    if settings.release_mechanism != "tree":
+        return None
+    plan = plan_summary(settings)
+    sd = plan["noise_sd_independent"]
+    if say is not None and sd is not None:
+        say(f"release mechanism: tree over privacy windows of {settings.budget_window_seconds:g}"
+            f" s, budget {settings.budget_total:g} per window, max_changes_per_window "
+            f"{settings.max_changes_per_window}: noise sd {plan['noise_sd']:.4g} per release "
+            f"(arity {plan['arity']}); independent releases at the same budget: sd {sd:.4g}")
+    return None if sd is None else float(sd)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

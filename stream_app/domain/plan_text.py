@@ -16,14 +16,14 @@ def plan_text(summary: dict[str, Any]) -> str:
         "",
         f"theta {summary['theta']:.6g} (plain, radius 0: {summary['theta_plain']:.6g}; "
         f"binding: group {summary['binding_group']}, "
-        f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g})",
-        f"noise standard deviation {summary['noise_sd']:.6g}",
-        f"charge per release {summary['charge_per_release']:.6g} "
-        f"(epsilon {summary['epsilon']:g}; more when spread/theta is larger: docs/privacy.md)",
+        f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g}"
+        f"{_theta_note(summary)})",
+        *_mechanism_lines(summary),
         _budget_line(summary),
         *_window_lines(summary["window"]),
         _failure_line(summary),
         f"guarantee: {summary['guarantee']}",
+        _day_line(summary),
     ]
     learning = summary["learning"]
     if learning is not None:
@@ -95,3 +95,63 @@ def _failure_line(summary: dict[str, Any]) -> str:
              "until the budget is exhausted (the most rounds of any start time)")
     return head + (f"= {bound['groups']} groups x {bound['learning_rounds']} learning rounds x "
                    f"beta {bound['beta_per_round']:g}, {where}")
+
+
+def _mechanism_lines(summary: dict[str, Any]) -> list[str]:
+    """The configured mechanism's noise and charge, then both mechanisms at the same budget."""
+    w = summary["max_changes_per_window"]
+    both = summary["continual"]
+    if summary["release_mechanism"] == "tree":
+        lines = [
+            f"noise standard deviation {summary['noise_sd']:.6g} per release (release mechanism "
+            f"tree, arity {summary['arity']}, node theta {both['node_theta']:.6g}, "
+            f"sensitivity {both['sensitivity']:g})",
+            f"charge per window {summary['window_charge']:.6g} (the tree's, at the window's "
+            "first release; 0 at the others)",
+            f"contribution bound: max_changes_per_window {w}: each user's contribution to the "
+            f"sum changes at most {w} times per window; later changes wait for the next window",
+        ]
+    else:
+        lines = [
+            f"noise standard deviation {summary['noise_sd']:.6g} per release (release "
+            "mechanism independent)",
+            f"charge per release {summary['charge_per_release']:.6g} (epsilon "
+            f"{summary['epsilon']:g}; more when spread/theta is larger: docs/privacy.md)",
+        ]
+    if both is None:
+        return lines
+    rounds = ("" if not both["learning_rounds"] else
+              f" - {both['learning_rounds']} learning rounds x {both['epsilon_learn']:g}")
+    lines.append(
+        f"both mechanisms at the window's release budget {both['release_budget']:.6g} = "
+        f"budget_total {summary['budget_total']:g}{rounds}, over {both['ticks']} ticks: "
+        f"noise sd {summary['noise_sd_tree']:.6g} tree (max_changes_per_window {w}), "
+        f"{summary['noise_sd_independent']:.6g} independent ({both['ticks']} releases of "
+        f"epsilon {both['release_budget'] / both['ticks']:.3g}), "
+        f"{summary['noise_sd_independent'] / summary['noise_sd_tree']:.3g}x")
+    return lines
+
+
+def _day_line(summary: dict[str, Any]) -> str:
+    day = summary["loss_per_day"]
+    p = day["failure_probability"]
+    bound = summary["failure_bound"]
+    if bound["beta_per_round"] is None:
+        tail = " (declared priors: no failure probability)"
+    elif day["windows"] is None:
+        tail = f", except with probability <= {p:.3g}"
+    else:
+        tail = (f", except with probability <= {p:.3g} = {bound['groups']} groups x "
+                f"{day['learning_rounds']} learning rounds x beta {bound['beta_per_round']:g}")
+    if day["windows"] is None:
+        return (f"loss per day: at most {day['loss']:g} (budget_total: one budget for the "
+                f"deployment's life){tail}")
+    windows = "1 window" if day["windows"] == 1 else f"{day['windows']} windows"
+    return (f"loss per day: at most {day['loss']:.6g} = {windows} x budget_total "
+            f"{summary['budget_total']:g} (the most privacy windows a UTC day meets){tail}")
+
+
+def _theta_note(summary: dict[str, Any]) -> str:
+    if summary["release_mechanism"] != "tree":
+        return ""
+    return "; independent releases' theta: the tree's node theta is below"

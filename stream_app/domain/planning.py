@@ -34,6 +34,7 @@ from core.errors import PufferfishInputError
 from core.learning_radius import noise_l1_tail
 from core.plan import radius_failure_bound
 from core.schedule import Schedule, WindowSchedule, budget_schedule, window_schedule
+from stream_app.domain.plan_continual import loss_per_day, mechanisms, tree_mode, tree_window
 from stream_app.domain.plan_text import plan_text
 from stream_app.domain.priors import checked_start, learner_for, plan_for
 from stream_app.settings import Settings, arguments, load_settings
@@ -56,8 +57,15 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     aligned = budget_schedule(s.budget_total, charge, s.release_period_seconds, *learn)
     worst = budget_schedule(s.budget_total, charge, s.release_period_seconds, *learn,
                             worst_phase=True)
-    windows = None if s.budget_window_seconds is None else window_schedule(
-        s.budget_total, charge, s.release_period_seconds, s.budget_window_seconds, *learn)
+    if tree_mode(s):
+        windows: WindowSchedule | None = tree_window(s, learner is not None)
+    else:
+        windows = None if s.budget_window_seconds is None else window_schedule(
+            s.budget_total, charge, s.release_period_seconds, s.budget_window_seconds, *learn)
+    both = mechanisms(s, plan, windows, learner is not None)
+    if tree_mode(s):
+        charge = both["window_charge"]  # at the window's first release; 0 at the others
+    failure = _failure(s, len(plan.groups), learner is not None, aligned, worst, windows)
     return {
         "theta": plan.theta,
         "theta_plain": plain.theta,
@@ -68,7 +76,7 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "binding_pair": plan.binding_pair.value if plan.binding_pair else None,
         "spread": plan.spread,
         "charge_per_release": charge,
-        "noise_sd": plan.noise_sd(),
+        **both,
         "budget_total": s.budget_total,
         "release_period_seconds": s.release_period_seconds,
         "releases_until_exhausted": aligned.releases if windows is None else
@@ -100,7 +108,8 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "groups_plain": {g: {k.value: t for k, t in row.items()}
                          for g, row in plain.groups.items()},
         "radii": dict(priors.radii),
-        **_failure(s, len(plan.groups), learner is not None, aligned, worst, windows),
+        **failure,
+        "loss_per_day": loss_per_day(s, failure),
     }
 
 

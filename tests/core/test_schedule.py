@@ -19,6 +19,7 @@ from core.schedule import (
     learning_due,
     learning_ticks,
     rounds_due,
+    window_pattern,
     window_schedule,
     window_ticks,
 )
@@ -119,7 +120,7 @@ def test_window_ticks_by_hand() -> None:
 
 
 WINDOW_CASES = [  # budget, release, period, window, learn, learn period
-    ("153", "0.5", 2, 600, "0.1", 30),  # examples/local.json
+    ("153", "0.5", 2, 600, "0.1", 30),  # examples/local.json before the tree
     ("100", "1", 10, 120, "0.1", 60),
     ("30", "1", 10, 90, "0.1", 60),  # windows alternate: one opens on a learning tick
     ("4", "1", 10, 90, "0.5", 60),  # the budget runs out in some windows only
@@ -229,3 +230,15 @@ def test_bad_input_is_refused() -> None:
         budget_schedule(1.0, 0.0, 10.0)
     with pytest.raises(PufferfishInputError):
         window_schedule(1.0, 1.0, 0.0, 10.0)
+
+
+def test_window_pattern_every_tick_releases_by_hand() -> None:
+    # the tree charges its window once: every tick releases, every due round is counted
+    day = window_pattern(10, 86_400, 21_600)  # 8,640 ticks; rounds at 0, 6, 12, 18 h
+    assert (day.ticks_min, day.ticks_max, day.releases_min, day.releases_max) == (8640,) * 4
+    assert (day.rounds_max, day.runs_out, day.lasts_seconds_min) == (4, False, 86_400)
+    # 0.7 s ticks in 2 s windows: 3 ticks mostly, 2 in [12, 14) (12.6, 13.3); no learning
+    short = window_pattern(0.7, 2.0)
+    assert (short.ticks_min, short.ticks_max, short.releases_min, short.rounds_max) == (2, 3, 2, 0)
+    # 90 s windows of 10 s ticks, learning every 60 s: [180, 270) holds 180 and 240
+    assert window_pattern(10, 90, 60).rounds_max == 2

@@ -43,6 +43,7 @@ EXPECTED_TOPICS = {
     "priors": 1,
     "deadletter": 1,
     "pufferfish-partials": 1,
+    "pufferfish-tree-nodes": 1,  # the tree's node journal (release_mechanism tree)
 }
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

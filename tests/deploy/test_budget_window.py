@@ -45,15 +45,27 @@ def budget_problems(plan: dict[str, Any]) -> list[str]:
     if window["budget_lasts_seconds"] < ticks * plan["release_period_seconds"]:
         problems.append(f"the last release is at {window['budget_lasts_seconds']:g} s")
     learning = plan["learning"]
-    if learning is not None:
-        # the most rounds of any window (windows and the learning clock are the epoch's)
-        rounds = window["learning_rounds_per_window"]
-        needed = ticks * plan["charge_per_release"] + rounds * learning["epsilon_learn"]
-        if needed > plan["budget_total"]:
-            problems.append(f"{ticks} releases of {plan['charge_per_release']:g} and {rounds} "
-                            f"learning rounds of {learning['epsilon_learn']:g} need {needed:g} "
-                            f"> budget_total {plan['budget_total']:g}")
+    # the releases' charge per window: the tree's once, or every tick's
+    releases = (plan["window_charge"] if plan["release_mechanism"] == "tree" else
+                ticks * plan["charge_per_release"])
+    # the most rounds of any window (windows and the learning clock are the epoch's)
+    rounds = 0 if learning is None else window["learning_rounds_per_window"]
+    needed = releases + (0 if learning is None else rounds * learning["epsilon_learn"])
+    if needed > plan["budget_total"] * (1 + 1e-12):
+        problems.append(f"{ticks} releases charged {releases:g} and {rounds} learning rounds "
+                        f"need {needed:g} > budget_total {plan['budget_total']:g}")
     return problems
+
+
+def daily_loss(plan: dict[str, Any]) -> float:
+    """budget_total x the windows of a UTC day (windows that divide a day evenly; a window
+    without: the whole life's budget)."""
+    window = plan["window"]
+    if window is None:
+        return float(plan["budget_total"])
+    per_day = 86_400 / window["seconds"]
+    assert per_day == int(per_day), "a shipped window divides a day"
+    return plan["budget_total"] * per_day
 
 
 @pytest.mark.parametrize("manifest", sorted(MANIFESTS))
@@ -61,6 +73,17 @@ def test_the_budget_lasts_the_privacy_window(
     plans: dict[str, dict[str, Any]], manifest: str
 ) -> None:
     assert budget_problems(plans[manifest]) == [], manifest
+
+
+@pytest.mark.parametrize("manifest", sorted(MANIFESTS))
+def test_the_loss_per_day_is_at_most_ten(plans: dict[str, dict[str, Any]], manifest: str) -> None:
+    # issue 36: a total a reviewer would accept; the shipped deployments use the tree for it
+    plan = plans[manifest]
+    assert daily_loss(plan) <= 10, manifest
+    assert plan["loss_per_day"]["loss"] == pytest.approx(daily_loss(plan))
+    assert plan["release_mechanism"] == "tree"
+    # the old settings (1 h windows of 182): 4,368 per day, refused
+    assert daily_loss({**plan, "budget_total": 182.0, "window": {"seconds": 3600}}) == 4368
 
 
 def test_the_check_fails_without_a_window_or_with_too_small_a_budget(
@@ -75,17 +98,21 @@ def test_the_check_fails_without_a_window_or_with_too_small_a_budget(
     short = {**plan, "window": {**window, "releases_per_window": window["ticks_per_window"] - 1,
                                 "runs_out_before_window_end": True}}
     assert budget_problems(short)
-    # enough for every release but half a learning round short
-    ticks, learning = window["ticks_per_window"], plan["learning"]
-    tight = ticks * plan["charge_per_release"] + (
+    # enough for the tree but half a learning round short
+    learning = plan["learning"]
+    tight = plan["window_charge"] + (
         window["learning_rounds_per_window"] - 0.5) * learning["epsilon_learn"]
     assert budget_problems({**plan, "budget_total": tight})
+    # independent releases of 0.5 at every tick of the day: far beyond 10
+    assert budget_problems({**plan, "release_mechanism": "independent",
+                            "charge_per_release": 0.5})
 
 
 def test_both_deployments_plan_the_same(plans: dict[str, dict[str, Any]]) -> None:
     # One privacy configuration, two ways to run it: deploy/README.md shows both plans.
     keys = ("theta", "charge_per_release", "budget_total", "release_period_seconds", "window",
-            "learning", "failure_probability")
+            "learning", "failure_probability", "release_mechanism", "max_changes_per_window",
+            "noise_sd", "noise_sd_independent", "loss_per_day")
     compose, k8s = plans["docker-compose.yml"], plans["deploy/k8s"]
     assert {k: compose[k] for k in keys} == {k: k8s[k] for k in keys}
 
@@ -116,7 +143,11 @@ def test_deploy_readme_shows_the_current_plan(
         f"{plan['seconds_until_exhausted']:g} s at one per {plan['release_period_seconds']:g} s",
         f"privacy window {window['seconds']:g} s",
         f"{window['releases_per_window']} of {window['ticks_per_window']} ticks release",
-        f"charge per release {plan['charge_per_release']:.6g}",
+        f"charge per window {plan['window_charge']:.6g}",
+        f"noise standard deviation {plan['noise_sd']:.6g} per release (release mechanism tree",
+        f"noise sd {plan['noise_sd_tree']:.6g} tree (max_changes_per_window "
+        f"{plan['max_changes_per_window']}), {plan['noise_sd_independent']:.6g} independent",
+        f"loss per day: at most {plan['loss_per_day']['loss']:.6g}",
         f"theta {plan['theta']:.6g}",
         f"noisy group mass above {plan['learning']['noise_tail_users']:.4g} users",
     ]
@@ -131,3 +162,15 @@ def test_deploy_readme_states_the_learning_population(plans: dict[str, dict[str,
     assert f"noisy mass exceeds {tail:.2f} users" in readme
     assert f"about **{math.ceil(tail)} users**" in readme
     assert f"Learned priors need about {math.ceil(tail)} users per group" in readme
+
+
+def test_deploy_readme_states_the_noise_for_ten_thousand_users(
+    plans: dict[str, dict[str, Any]],
+) -> None:
+    # values of mean 2.5 over 10,000 users: an exact sum of 25,000
+    plan = plans["docker-compose.yml"]
+    readme = DEPLOY_README.read_text(encoding="utf-8")
+    assert f"**Noise per release: sd {plan['noise_sd']:.1f}**" in readme
+    assert f"**{100 * plan['noise_sd'] / 25_000:.2f} %** of the sum" in readme
+    assert f"{100 * plan['noise_sd_independent'] / 25_000:.0f} %" in readme
+    assert f"**Loss per day: at most {plan['loss_per_day']['loss']:g}**" in readme

@@ -109,6 +109,7 @@ def test_init_service_creates_the_topics_the_app_expects(compose: dict[str, Any]
     # the releases topic is the budget journal: it must never expire
     assert re.search(r"create\s+releases\s+1\s+.*--config retention\.ms=-1", script)
     assert re.search(r"create\s+priors\s+1\s+.*--config retention\.ms=-1", script)
+    assert re.search(r"create\s+pufferfish-tree-nodes\s+1\s+.*--config retention\.ms=-1", script)
     assert "--if-not-exists" in script and "kafka-topics.sh" in script
     assert init["depends_on"]["kafka"]["condition"] == "service_healthy"
     # ... and the worker's settings name exactly these topics with these partition counts.

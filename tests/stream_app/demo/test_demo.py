@@ -98,6 +98,9 @@ def test_population_payloads_match_topic_schemas() -> None:
         (["--epsilon", "nan"], "epsilon"),
         (["--budget", "inf"], "budget"),
         (["--duration", "0"], "duration"),
+        (["--window", "0"], "window"),
+        (["--max-changes", "-1"], "max-changes"),
+        (["--mechanism", "matrix"], "arguments"),
         (["--release-period", "0"], "release-period"),
         (["--metrics-port", "70000"], "metrics-port"),
         (["--bogus"], "arguments"),
@@ -185,8 +188,9 @@ def test_demo_end_to_end_and_sigint() -> None:
     # No --duration (until Ctrl-C): the test interrupts the demo after three releases,
     # whenever they come (a fixed duration raced against a slow start-up). --quiet: the terse
     # line formats of before the exact sums (test_demo_truth.py checks the full output).
-    proc, out = _start_demo("--users", "50", "--rate", "200", "--release-period", "2",
-                            "--learn-period", "4", "--quiet", "--no-plot")
+    proc, out = _start_demo("--mechanism", "independent", "--users", "50", "--rate", "200",
+                            "--release-period", "2", "--learn-period", "4", "--quiet",
+                            "--no-plot")
     pids: list[int] = []
     try:
         pids = _child_pids(out)
@@ -248,17 +252,17 @@ def test_demo_stops_by_itself_after_duration(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_demo_ends_by_itself_once_the_budget_is_spent(tmp_path: Path) -> None:
-    """No --duration: the installed command ends on its own, exit 0, after its last release
-    (budget 4 = releases of epsilon 1 and learning rounds of epsilon_learn 1, a round on every
-    even tick of the epoch's clock: three releases and a round when the first tick is odd, two
-    and two when it is even), and says where the PNG is."""
+    """Independent releases, no --duration: the installed command ends on its own, exit 0,
+    after its last release (budget 4 = two ticks of a learning round and a release, epsilon 1
+    each: a learning period of one tick, so that the public clock's phase cannot put a round
+    last), and says where the PNG is."""
     from tests.installed_cli import CONSOLE_SCRIPT, user_env
 
     plot = tmp_path / "demo.png"
     proc = subprocess.Popen(
-        [str(CONSOLE_SCRIPT), "demo", "--metrics-port", "0", "--budget", "4",
-         "--release-period", "1", "--learn-period", "2", "--users", "20", "--rate", "50",
-         "--plot", str(plot)],
+        [str(CONSOLE_SCRIPT), "demo", "--mechanism", "independent", "--metrics-port", "0",
+         "--budget", "4", "--release-period", "1", "--learn-period", "1", "--users", "20",
+         "--rate", "50", "--plot", str(plot)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=user_env())
     out = _Output(proc)
     pids: list[int] = []
@@ -281,3 +285,71 @@ def test_demo_ends_by_itself_once_the_budget_is_spent(tmp_path: Path) -> None:
     assert "Traceback" not in text and "pufferfish: error" not in text, text
     for pid in pids:
         assert not pid_alive(pid)
+
+
+# --- the release mechanism's defaults -----------------------------------------------------------
+
+def test_tree_is_the_default_and_a_flag_wins() -> None:
+    import argparse
+
+    from stream_app.demo import demo_defaults
+    from stream_app.demo.demo import _parser
+
+    args = _parser().parse_args([])
+    demo_defaults.fill(args, now=1_000_050.0)  # 10 s into the window [999,960, 1,000,080)
+    assert (args.mechanism, args.release_period, args.learn_period, args.epsilon_learn,
+            args.budget, args.window, args.max_changes) == ("tree", 1.0, 30.0, 0.5, 10.0,
+                                                            120.0, 4)
+    # the first window ending at least 60 s later: 1,000,080 is 30 s away, so 1,000,200
+    assert args.duration == 150.0
+    given = _parser().parse_args(["--budget", "7", "--duration", "9", "--window", "60"])
+    demo_defaults.fill(given, now=0.0)
+    assert (given.budget, given.duration, given.window) == (7.0, 9.0, 60.0)
+    plain = _parser().parse_args(["--mechanism", "independent"])
+    demo_defaults.fill(plain, now=0.0)
+    assert (plain.release_period, plain.learn_period, plain.epsilon_learn, plain.budget,
+            plain.window, plain.duration) == (5.0, 10.0, 1.0, 50.0, None, None)
+    assert isinstance(plain, argparse.Namespace)
+
+
+@pytest.mark.parametrize(("now", "window", "left"), [
+    (0.0, 120.0, 120.0),      # at a window's start: that window (120 >= 60)
+    (59.0, 120.0, 61.0),      # 61 s left: still this one
+    (61.0, 120.0, 179.0),     # 59 s left: the next one
+    (1_000_050.0, 120.0, 150.0),
+])
+def test_until_window_end(now: float, window: float, left: float) -> None:
+    from stream_app.demo.demo_defaults import until_window_end
+
+    assert until_window_end(now, window) == pytest.approx(left)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+@pytest.mark.slow
+def test_tree_demo_ends_by_itself_at_its_window_end(tmp_path: Path) -> None:
+    # The tree's defaults with a 20 s window: the run ends at a window's end (10-30 s in),
+    # exit 0, a PNG; each release adds up the draws of its tree nodes.
+    plot = tmp_path / "demo.png"
+    proc, out = _start_demo("--window", "20", "--users", "20", "--rate", "40", "--plot",
+                            str(plot))
+    pids: list[int] = []
+    try:
+        pids = _child_pids(out)
+        rc = proc.wait(timeout=30 + 150)  # the run plus a generous start-up and stop
+    finally:
+        _cleanup(proc, pids)
+    out.drain()
+    text = out.text
+    assert rc == 0, text
+    assert re.search(r"^release mechanism: tree over privacy windows of 20 s, budget 10 per "
+                     r"window, max_changes_per_window 4: noise sd \S+ per release \(arity "
+                     r"\d+\); independent releases at the same budget: sd \S+$", text, re.M), text
+    assert re.search(r"^duration of \S+ s reached$", text, re.M), text
+    draws = [int(d) for d in re.findall(r"^release seq=\d+ .* draws=(\d+) sd=", text, re.M)]
+    assert draws and max(draws) >= 2, text
+    assert re.search(rf"^plot: {re.escape(str(plot))} \(noisy vs exact sum, ±2 sd bands, "
+                     r"independent releases' band, epsilon spent\)$", text, re.M), text
+    assert plot.stat().st_size > 20_000
+    for pid in pids:
+        assert not pid_alive(pid), f"process {pid} left over:\n{text}"

@@ -176,8 +176,8 @@ def _png_size(path: Path) -> tuple[int, int]:
 @pytest.mark.slow
 def test_demo_exact_sums_match_an_independent_replay(tmp_path: Path) -> None:
     plot = tmp_path / "demo.png"
-    proc, out = _start_demo("--users", "50", "--rate", "200", "--release-period", "2",
-                            "--learn-period", "4", "--plot", str(plot))
+    proc, out = _start_demo("--mechanism", "independent", "--users", "50", "--rate", "200",
+                            "--release-period", "2", "--learn-period", "4", "--plot", str(plot))
     pids: list[int] = []
     try:
         pids = _child_pids(out)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.demo_plot import plot_run, write_plot
+from stream_app.demo.demo_plot import comparison_text, draw, plot_run, write_plot
 from stream_app.demo.demo_view import HEADER, DemoView, Point, Round, Truth
 from stream_app.demo.demo_worker import truth_line
 from stream_app.demo.journal_lines import release_line, round_line
@@ -44,7 +44,7 @@ class _Clock:
 def _tap(path: Path, seq: int, units: dict[int, int]) -> None:
     partials = {p: Partial(partition=p, sum_units=u, newest_ts=float(p)) for p, u in units.items()}
     with open(path, "a", encoding="utf-8") as f:
-        f.write(truth_line(seq, -10, partials))
+        f.write(truth_line(seq, -10, partials) or "")
 
 
 def _view(tmp_path: Path, quiet: bool = False) -> tuple[DemoView, list[str], _Clock, Path]:
@@ -153,3 +153,98 @@ def test_plot_arguments(argv: list[str], field: str, capsys: pytest.CaptureFixtu
 
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith(f"pufferfish: error: {field}: ")
+
+
+def _tree_release(seq: int, noisy: float, nodes: list[str]) -> bytes:
+    """A tree-mode release as the worker publishes it (docs/design.md, "Continual release:
+    wiring the tree"): theta is the node scale, nodes the draws it adds up."""
+    return json.dumps({
+        "seq": seq, "ts": 1000.0 + seq, "noisy_sum": noisy, "theta": 7.8125, "epsilon": 0.5,
+        "epsilon_spent": 9.6, "epsilon_remaining": 0.4, "pairs": [], "rule": "exact",
+        "priors_seq": 0, "charge": 9.6 if seq == 1 else 0.0, "mechanism": "tree", "tick": seq,
+        "window_tick": seq - 1, "nodes": nodes, "arity": 15, "max_changes_per_window": 4,
+    }).encode()
+
+
+def test_a_tree_release_counts_its_draws(tmp_path: Path) -> None:
+    view, lines, _, truth = _view(tmp_path)
+    view.on_release(_tree_release(1, 12.0, ["base"]))
+    view.on_release(_tree_release(4, 10.0, ["base", "1.0", "0.14", "0.15"]))
+    _tap(truth, 1, {0: 5 * 1024})
+    _tap(truth, 4, {0: 5 * 1024})
+    view.pump()
+    one, four = view.points
+    assert (one.draws, four.draws) == (1, 4) and four.mechanism == "tree"
+    # four independent draws of scale 7.8125: sd 7.8125 x sqrt(2) x sqrt(4) = 22.097
+    assert four.sd == pytest.approx(7.8125 * math.sqrt(8))
+    assert lines[1] == ("release seq=4 noisy_sum=10.00 exact_sum=5.00 error=+5.00 "
+                        "theta=7.8125 draws=4 sd=22.10 epsilon_spent=9.6000/50 priors_seq=0")
+
+
+def _tree_points() -> list[Point]:
+    return [Point(seq=i, ts=100.0 + 2 * i, noisy=300.0 + 20 * math.sin(i), theta=7.8125,
+                  spent=9.6, priors_seq=0, exact=300.0, draws=4, mechanism="tree")
+            for i in range(1, 21)]
+
+
+def test_plot_compares_with_independent_releases_at_the_same_budget(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    points = _tree_points()
+    fig = draw(points, [], 10.0, 95.0, independent_sd=6364.0)
+    try:
+        top, middle, bottom = fig.axes[:3]
+        assert len([a for a in fig.axes if a.get_ylabel()]) == 3
+        assert middle.get_ylim() == pytest.approx((-2.3 * 6364.0, 2.3 * 6364.0))
+        labels = [t.get_text() for t in middle.get_legend().get_texts()]
+        assert "± 2 sd of independent releases at the same budget" in labels
+        texts = [t.get_text() for t in middle.texts]
+        # every release: sd 7.8125 x sqrt(8) = 22.097; 6,364 / 22.097 = 288
+        assert texts == ["independent releases at the same budget: sd 6,364, 288x this run's "
+                         "22.1"]
+    finally:
+        plt.close(fig)
+    plain = draw(points, [], 10.0, 95.0)
+    try:
+        assert len([a for a in plain.axes if a.get_ylabel()]) == 2
+    finally:
+        plt.close(plain)
+    path = write_plot(tmp_path / "tree.png", points, [], 10.0, 95.0, independent_sd=6364.0)
+    width, height = _png_size(path)
+    assert 800 <= width <= 2000 and 900 <= height <= 1500
+
+
+def test_comparison_text_without_releases() -> None:
+    assert comparison_text([], 40.0) == "independent releases at the same budget: sd 40"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_the_comparison_band_is_plans_independent_sd_at_the_same_budget() -> None:
+    from stream_app.demo.worker_process import comparison_sd
+    from stream_app.settings import Settings
+
+    common = {"domain": [0, 1, 2, 3, 4, 5], "pairs": ["value_change", "value_presence"],
+              "release_period_seconds": 2, "budget_window_seconds": 600, "budget_total": 10,
+              "learn_period_seconds": 60, "epsilon_learn": 0.1}
+    assert comparison_sd(Settings(**common)) is None  # independent mode: nothing to compare
+    sd = comparison_sd(Settings(**common, release_mechanism="tree"))
+    # 300 ticks, 10 rounds x 0.1 leave 9: theta 300 x 5 / 9 on the 2^-10 grid
+    theta, grid = 300 * 5 / 9, 2.0**-10
+    q = math.exp(-grid / theta)
+    assert sd == pytest.approx(grid * math.sqrt(2 * q) / (1 - q), rel=1e-9)
+
+
+def test_the_truth_of_a_tree_release_is_the_admitted_sum_of_its_window() -> None:
+    partials = {
+        0: Partial(partition=0, sum_units=900, window=7, admitted_units=500),  # held changes
+        1: Partial(partition=1, sum_units=300, window=8, admitted_units=40, previous_units=250),
+        2: Partial(partition=2, sum_units=70),  # no record in the tree's window yet: raw
+    }
+    doc = json.loads(truth_line(3, -10, partials, window=7) or "")
+    assert doc["partitions"] == {"0": [500, 0.0], "1": [250, 0.0], "2": [70, 0.0]}
+    # independent: the raw sums, as before
+    raw = json.loads(truth_line(3, -10, partials) or "")
+    assert [v[0] for v in raw["partitions"].values()] == [900, 300, 70]
+    # a partition two windows ahead cannot tell window 7's final sum: no line (exact_sum n/a)
+    ahead = {0: Partial(partition=0, sum_units=1, window=9, admitted_units=1, previous_units=1)}
+    assert truth_line(3, -10, ahead, window=7) is None

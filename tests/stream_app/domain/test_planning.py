@@ -43,6 +43,9 @@ JSON_KEYS = {
     "releases_until_exhausted", "seconds_until_exhausted", "schedule_capped", "prior_source",
     "learning", "default_group", "groups", "theta_plain", "groups_plain", "radii", "window",
     "failure_probability", "failure_bound", "guarantee",
+    # both release mechanisms at the configured budget (test_plan_continual.py)
+    "release_mechanism", "max_changes_per_window", "noise_sd_independent", "noise_sd_tree",
+    "arity", "window_charge", "continual", "loss_per_day",
 }
 FAILURE_KEYS = {"groups", "learning_rounds", "learning_rounds_in_horizon", "carried_in_rounds",
                 "clock_offset_rounds", "beta_per_round", "horizon", "horizon_seconds", "formula",
