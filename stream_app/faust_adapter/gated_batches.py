@@ -4,8 +4,8 @@ input topics" and "Records are handed over in offset order", the stall watch).
 A consumer mixin over alignment.py (the gate's rule) and client_view.py (what the client saw
 after each fetch): partitions whose records the gate keeps back are left out of the fetch, and
 after each batch what the client's view proves is recorded — a paired partition caught up
-(its partner's records may go), a partition accounted up to the client's position (a transaction marker
-there is not a lost record).
+(its partner's records may go), a partition accounted up to the client's position (a
+transaction marker there is not a lost record).
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ class GatedBatches:
     async def _settle(self, stamp: int, skip: set[TP]) -> None:
         """After a batch: what the client's view after its fetch proves. A paired partition
         whose records were all handed over and whose position reached its end is caught up
-        (the gate may release its partner's records); a partition whose records were all handed over is
-        accounted up to the client's position (the stall watch leaves markers alone)."""
+        (the gate may release its partner's records); a partition whose records were all
+        handed over is accounted up to the client's position (the stall watch leaves markers
+        alone)."""
         fetched = self._last_fetch
         if fetched is None:
             return
