@@ -27,12 +27,11 @@ benchmark's mix: reports + 2 % join/leave churn; librdkafka producer, see bench/
 100 % (saturating) of the live capacity. The worker's consumer may wait 0.1 s for an idle
 fetch (consumer_fetch_max_wait_seconds, the tansu setting; Faust's fixed 1.5 s added up to
 1.5 s per topic hop). The worker's own ``pufferfish_release_lag_seconds`` (release publish
-time - newest included event ts, i.e. the lag of the *newest* event, a lower bound) is shown
-beside it: its _sum/_count are polled every
-0.2 s, which yields each release's exact value (releases are 1 s apart). Releases in the first
-1.5 s of a phase are left out: they hold no event of the phase yet, and the metric then shows
-how stale the newest event is (it grows by 1 s per release while no event arrives), not a
-latency.
+time - when a worker consumed the newest record the release includes, on the workers' clocks:
+the lag of the *newest* record, a lower bound; no value for a release with nothing new) is
+shown beside it: its _sum/_count are polled every 0.2 s, which yields each release's exact
+value (releases are 1 s apart). Releases in the first 1.5 s of a phase are left out: they hold
+no event of the phase yet.
 """
 
 from __future__ import annotations
@@ -215,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{capacity:,.0f} ev/s live, {backlog_rate:,.0f} ev/s draining a backlog (both "
           f"measured in this run); release period 1 s; load {load_before} before")
     print(_common.text_table(headers, rows))
-    print("\nworker pufferfish_release_lag_seconds per release (newest included event -> publish)")
+    print("\nworker pufferfish_release_lag_seconds per release (newest record consumed -> "
+          "publish)")
     print(_common.text_table(lag_headers, lag_rows))
     print(f"theta of the releases: {theta_text} (marker step {step:g}, background <= "
           f"{background_max:g}; inclusion exact: {'yes' if exact else 'NO'})")

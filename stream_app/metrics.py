@@ -36,6 +36,7 @@ METRIC_NAMES = (
     "pufferfish_budget_exhausted",
     "pufferfish_recalibration_seconds",
     "pufferfish_release_lag_seconds",
+    "pufferfish_release_tick_lateness_seconds",
     "pufferfish_broker_errors_total",
     "pufferfish_learning_rounds_total",
     "pufferfish_priors_seq",
@@ -91,6 +92,7 @@ class Metrics:
     budget_exhausted: Gauge
     recalibration_seconds: Histogram
     release_lag_seconds: Histogram
+    release_tick_lateness_seconds: Histogram
     broker_errors: Counter
     learning_rounds: Counter
     priors_seq: Gauge
@@ -139,8 +141,15 @@ class Metrics:
             ),
             release_lag_seconds=Histogram(
                 "pufferfish_release_lag_seconds",
-                "Release publish time minus the newest included event time",
+                "Release publish time minus when a worker consumed the newest record it "
+                "includes (worker clocks; none when a release includes nothing new)",
                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+                registry=reg,
+            ),
+            release_tick_lateness_seconds=Histogram(
+                "pufferfish_release_tick_lateness_seconds",
+                "Release publish time minus its tick's due time (tick x release_period_seconds)",
+                buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
                 registry=reg,
             ),
             broker_errors=Counter(

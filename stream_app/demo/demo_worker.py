@@ -64,10 +64,11 @@ class ReleaseTap:
         self.snapshots.append(snapshot)
         return snapshot
 
-    def wrap(self, on_clock: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
-        async def tapped_on_clock() -> Any:
+    def wrap(self, on_clock: Callable[[int], Awaitable[Any]]
+             ) -> Callable[[int], Awaitable[Any]]:
+        async def tapped_on_clock(tick: int) -> Any:
             self.snapshots.clear()
-            record = await on_clock()
+            record = await on_clock(tick)
             if record is not None and self.snapshots:
                 try:
                     self.out.write(truth_line(record.seq, self.grid_log2, self.snapshots[-1]))

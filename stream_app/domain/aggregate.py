@@ -105,6 +105,8 @@ class PartitionAggregate:
     sum_units: int = 0
     group_units: dict[str, list[int]] = field(default_factory=dict)
     newest_ts: float = 0.0
+    # the worker's clock when the newest record applied here was consumed (Partial.consumed_at)
+    consumed_at: float = 0.0
     dirty: bool = True
     # users of this partition holding reports until they join (user -> how many): the
     # expiry sweep's index and the worker's held total (stream_app.domain.hold)
@@ -171,9 +173,13 @@ class PartitionAggregate:
             bins[:] = [b + n - o for b, n, o in zip(bins, news, olds, strict=True)]
         self.dirty = True
 
-    def note_event(self, ts: float | None) -> None:
+    def note_event(self, ts: float | None, consumed_at: float = 0.0) -> None:
+        """A record was applied: ``ts`` its event time, ``consumed_at`` the worker's clock when
+        its batch was consumed."""
         if ts is not None and ts > self.newest_ts:
             self.newest_ts = ts
+        if consumed_at > self.consumed_at:
+            self.consumed_at = consumed_at
         self.dirty = True
 
     @classmethod
@@ -190,7 +196,8 @@ class PartitionAggregate:
         agg.dirty = True
         return agg
 
-    def snapshot(self) -> tuple[int, dict[str, list[int]], float]:
-        """(sum_units, group_units, newest_ts) for a Partial; the aggregate is clean after it."""
+    def snapshot(self) -> tuple[int, dict[str, list[int]], float, float]:
+        """(sum_units, group_units, newest_ts, consumed_at) for a Partial; the aggregate is
+        clean after it."""
         self.dirty = False
-        return self.sum_units, self.group_units, self.newest_ts
+        return self.sum_units, self.group_units, self.newest_ts, self.consumed_at

@@ -111,7 +111,7 @@ class Ingest:
             draft = t.draft
             value = draft.to_bytes()
             save(user_id, value, last)
-            agg.note_event(t.newest_ts)
+            agg.note_event(t.newest_ts, self.applier.now)
             agg.note_held(user_id, len(draft.held))
             kept[user_id] = tuple_new(Written, (value, draft, new))
         for agg, pending in changes.values():
@@ -149,7 +149,7 @@ class Ingest:
             agg = self.store.aggregate(msg.partition, event)
             agg.replace(old, draft.contribution())
             self.store.save(user_id, draft.to_bytes(), event)
-            agg.note_event(item.ts)
+            agg.note_event(item.ts, self.applier.now)
             agg.note_held(user_id, len(draft.held))
 
     def expire_held(self, partitions: Sequence[int]) -> DeadLetters:

@@ -14,6 +14,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from stream_app.domain import rejection
+from stream_app.domain.clock_fields import CLOCK_TS, FAILURE, ROUND_TICK, ROUNDS, TICK, WINDOW
 from stream_app.domain.rejection import Rejected
 
 RAW_TRUNCATE_BYTES = 256
@@ -67,11 +68,6 @@ class Membership(_Wire):
     ts: Timestamp = Field(description=_EVENT_TS)
 
 
-_CLOCK_TS = "Public clock reading: seconds since the Unix epoch."
-_WINDOW = (
-    "Privacy window of the charge, floor(ts / budget_window_seconds): the budget renews each "
-    "window. Null (or absent, in older records) when budget_window_seconds is not set."
-)
 
 
 class Release(_Wire):
@@ -79,7 +75,7 @@ class Release(_Wire):
 
     seq: int = Field(ge=1, description="Release number: 1, 2, ... in publication order, never "
                      "reused (the journal's order, across restarts).")
-    ts: float = Field(description=_CLOCK_TS)
+    ts: float = Field(description=CLOCK_TS)
     noisy_sum: float = Field(
         description="The sum of the present users' newest reported values plus discrete "
         "Laplace noise of scale theta on the 2^grid_log2 grid.")
@@ -108,7 +104,10 @@ class Release(_Wire):
     charge: float = Field(
         default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
         "spread / theta) (0 in records older than this field).")
-    window: int | None = Field(default=None, description=_WINDOW)
+    window: int | None = Field(default=None, description=WINDOW)
+    tick: int | None = Field(default=None, ge=0, description=TICK)
+    learning_rounds: int = Field(default=0, ge=0, description=ROUNDS)
+    failure_probability: float = Field(default=0.0, ge=0, le=1, description=FAILURE)
 
 
 class PriorsRecord(_Wire):
@@ -116,7 +115,7 @@ class PriorsRecord(_Wire):
 
     seq: int = Field(ge=1, description="Learning round number: 1, 2, ...; one record per "
                      "configured group per round, all with the round's seq.")
-    ts: float = Field(description=_CLOCK_TS)
+    ts: float = Field(description=CLOCK_TS)
     group: str = Field(description="The configured group whose law this is.")
     support: list[float] = Field(
         description="The values of the law, sorted, within the configured domain.")
@@ -133,7 +132,8 @@ class PriorsRecord(_Wire):
         default="learned", description="learned: a new law; low_mass (noisy mass below "
         "learn_min_mass) or void (noisy mass within the noise tail): the previous law and "
         "radius are kept.")
-    window: int | None = Field(default=None, description=_WINDOW)
+    window: int | None = Field(default=None, description=WINDOW)
+    tick: int | None = Field(default=None, ge=0, description=ROUND_TICK)
 
 
 class DeadLetter(_Wire):
@@ -171,6 +171,7 @@ class Partial(_Wire):
     sum_units: int
     group_units: dict[str, list[int]] = Field(default_factory=dict)
     newest_ts: float = 0.0
+    consumed_at: float = 0.0  # worker clock at the newest applied record's consumption (0: none)
 
 
 def truncate_raw(raw: bytes | None) -> str:

@@ -46,6 +46,7 @@ from stream_app.kafka.clients import faust_credentials
 from stream_app.metrics import Metrics
 from stream_app.release import Releaser
 from stream_app.release.partials_log import supersedes
+from stream_app.release.schedule import run_clock
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class PufferfishApp:
         app.agent(self.inputs, name="process")(self.input.process)
         app.agent(self.partials_topic, name="collect")(self._collect)
         app.timer(partials_interval(s), name="publish_partials")(self._publish_partials)
-        app.timer(s.release_period_seconds, name="release")(self._release_tick)
+        app.task(self._run_clock)  # the public clock (stream_app/release/schedule.py)
         app.timer(held_sweep_interval(s), name="expire_held")(self._expire_held)
         app.on_partitions_revoked.connect(self._on_rebalance)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(self._on_rebalance)  # type: ignore[arg-type]
@@ -160,9 +161,10 @@ class PufferfishApp:
                 agg = self.table.aggregate(tp.partition)
                 if not agg.dirty:
                     continue
-                sum_units, group_units, newest_ts = agg.snapshot()
+                sum_units, group_units, newest_ts, consumed_at = agg.snapshot()
                 partial = Partial(partition=tp.partition, sum_units=sum_units,
-                                  group_units=group_units, newest_ts=newest_ts)
+                                  group_units=group_units, newest_ts=newest_ts,
+                                  consumed_at=consumed_at)
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001
                 self.aggregates.pop(tp.partition, None)  # rebuilt (and re-sent) next tick
@@ -195,9 +197,5 @@ class PufferfishApp:
         return {int(k): Partial.model_validate(v) for k, v in self.partials.items()
                 if v is not None}
 
-    async def _release_tick(self) -> None:
-        try:
-            await self.releaser.on_clock()
-        except Exception as exc:  # noqa: BLE001 - retry on the next tick
-            self.metrics.broker_errors.inc()
-            log.error("release tick failed (%s: %s)", type(exc).__name__, exc)
+    async def _run_clock(self) -> None:
+        await run_clock(self.releaser)

@@ -26,6 +26,10 @@ JOURNAL_READ_LIMIT_SECONDS = 30.0  # whole read, however long the journal
 JOURNAL_STALL_SECONDS = 5.0  # behind the end and no new record for this long: give up
 BROKER_CALL_SECONDS = 10.0  # any single broker call (start, end_offsets, position, stop)
 FENCE_DRAIN_MS = 100
+# The consumer's background fetch of a quiet journal waits this long for data; a ListOffsets
+# request (the fence's end offset) queues behind it on the connection. At the client's 500 ms
+# default a quiet priors journal added 0.5 s to every tick.
+JOURNAL_FETCH_WAIT_MS = 20
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -77,7 +81,7 @@ class Journal(Generic[M]):
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
                 **aiokafka_kwargs(self.settings), group_id=None, enable_auto_commit=False,
-                auto_offset_reset="earliest",
+                auto_offset_reset="earliest", fetch_max_wait_ms=JOURNAL_FETCH_WAIT_MS,
             )
             try:
                 await bounded(consumer.start(), "journal consumer start")

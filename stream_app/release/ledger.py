@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 from core.budget import Accountant, BudgetExhausted
+from core.clock import window_at
 from core.distribution import Distribution
 from stream_app.domain.models import PriorsRecord, Release
 from stream_app.metrics import Metrics
@@ -35,26 +36,40 @@ class Ledger:
         self.last_priors_seq = 0
         self.exhausted = False
         self.window: int | None = None  # the privacy window of the accountant
+        self.last_tick = -1  # newest tick published (journals and this worker; -1: none)
+        self.last_round_tick = -1  # newest tick whose learning round is settled
+        self.window_rounds = 0  # learning rounds charged in this window (all without windows)
         if settings.budget_window_seconds is not None:
             metrics.show_window()
         # the books before the latest charge, until its intent is written (undone if it is not)
-        self._before: tuple[Accountant, int, int] | None = None
+        self._before: tuple[Accountant, int, int, int] | None = None
 
-    def window_of(self, now: float) -> int | None:
-        """floor(now / budget_window_seconds) on the public clock; None without windows."""
+    def window_of(self, now: float | Fraction) -> int | None:
+        """floor(now / budget_window_seconds) on the public clock, exactly (``now``: a tick's
+        exact due time, core.clock.tick_due_exact); None without windows."""
         size = self.settings.budget_window_seconds
-        return None if size is None else math.floor(now / size)
+        return None if size is None else window_at(now, size)
 
-    def roll(self, now: float) -> None:
-        """A new privacy window renews the budget (never an earlier one: clocks may step back)."""
+    def rounds_in_horizon(self) -> int:
+        """R of the failure bound G·R·β so far, in the horizon of ``pufferfish plan``: every
+        round without windows; with windows, this window's rounds plus the one in force when
+        it opened (any round before it). Burned seqs count: their records may be out."""
+        if self.settings.budget_window_seconds is None:
+            return self.last_priors_seq
+        return self.window_rounds + (1 if self.last_priors_seq > self.window_rounds else 0)
+
+    def roll(self, now: float | Fraction) -> None:
+        """A new privacy window renews the budget (never an earlier one: clocks may step back).
+        ``now``: the due time of the tick being published (its window is the tick's)."""
         window = self.window_of(now)
         size = self.settings.budget_window_seconds
         if window is None or size is None:
             return
-        self.metrics.budget_window_remaining_seconds.set((window + 1) * size - now)
+        self.metrics.budget_window_remaining_seconds.set(float((window + 1) * size - now))
         if self.window is not None and window <= self.window:
             return
         self.window, self.accountant = window, Accountant(self.settings.budget_total)
+        self.window_rounds = 0
         if self.exhausted:
             log.warning("privacy window %d: the budget is renewed", window)
         self.exhausted = False
@@ -67,7 +82,7 @@ class Ledger:
         priors: Sequence[PriorsRecord],
         initial: Mapping[str, Distribution],
         initial_radii: Mapping[str, float],
-        now: float,
+        now: float | Fraction,
     ) -> Restored:
         """Adopt the max over the journals, the local file and what is known (stream_app.release
         .restore); the laws in force are returned for the releaser."""
@@ -75,10 +90,15 @@ class Ledger:
         window = self.window_of(now)
         if window is not None and window != self.window:
             self.window, self.accountant = window, Accountant(self.settings.budget_total)
+            self.window_rounds = 0
         got = restore(self.settings.budget_total, releases, priors, self._local,
                       self.accountant, self.last_seq, initial, initial_radii, window)
         self.accountant, self.last_seq = got.accountant, got.last_seq
         self.last_priors_seq = max(self.last_priors_seq, got.last_priors_seq)
+        # ticks: from the journals only (a tick whose send failed may be published again)
+        self.last_tick = max(self.last_tick, got.last_tick)
+        self.last_round_tick = max(self.last_round_tick, got.last_round_tick)
+        self.window_rounds = max(self.window_rounds, got.window_rounds)
         self.exhausted = False
         if got.exhausted:
             self.mark_exhausted(got.exhausted)
@@ -90,8 +110,11 @@ class Ledger:
         for r in foreign:
             if isinstance(r, Release):
                 self.last_seq = max(self.last_seq, r.seq)
+                self.last_tick = max(self.last_tick, -1 if r.tick is None else r.tick)
             else:
                 self.last_priors_seq = max(self.last_priors_seq, r.seq)
+                self.last_round_tick = max(self.last_round_tick,
+                                           -1 if r.tick is None else r.tick)
         spent = max((r.epsilon_spent for r in foreign), default=0.0)
         if spent > self.accountant.spent:
             try:
@@ -113,7 +136,8 @@ class Ledger:
         return self.last_priors_seq + 1, books.spent
 
     def _remember(self) -> None:
-        self._before = (copy.deepcopy(self.accountant), self.last_seq, self.last_priors_seq)
+        self._before = (copy.deepcopy(self.accountant), self.last_seq, self.last_priors_seq,
+                        self.window_rounds)
 
     def charge_release(self, charge: float) -> int:
         """Spend and burn the next release seq (a seq never carries two values)."""
@@ -127,6 +151,7 @@ class Ledger:
         self._remember()
         self.accountant.spend(charge)
         self.last_priors_seq += 1
+        self.window_rounds += 1
         return self.last_priors_seq
 
     def intent(self, record: Release | None = None) -> bool:
@@ -140,13 +165,21 @@ class Ledger:
             save_state(self.state_file, state)
         except OSError as exc:
             if before is not None:
-                self.accountant, self.last_seq, self.last_priors_seq = before
+                self.accountant, self.last_seq, self.last_priors_seq, self.window_rounds = before
             log.error("not sent: the local budget file could not be written (%s); nothing "
                       "charged", type(exc).__name__)
             return False
         self._local = state
         self.publish_metrics()
         return True
+
+    def refuse(self, seq: int, reason: str) -> None:
+        """Release ``seq`` is drawn and charged but not published: burn it, keep its charge."""
+        self.metrics.releases_refused.labels(reason=reason).inc()
+        if self.intent():
+            log.error("release seq %d not published: the noisy sum is beyond 2**53 grid units, "
+                      "which the JSON float noisy_sum cannot hold exactly; its seq and charge "
+                      "are kept (use a coarser grid_log2)", seq)
 
     def mark_exhausted(self, why: str) -> None:
         if not self.exhausted:

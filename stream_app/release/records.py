@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -17,7 +18,8 @@ log = logging.getLogger(__name__)
 
 
 def combine(partials: Mapping[int, Partial]) -> tuple[int, dict[str, list[int]], float]:
-    """(sum in grid units, per-group share sums, newest event ts) over input partitions."""
+    """(sum in grid units, per-group share sums, when the newest included record was consumed
+    on its worker's clock) over input partitions."""
     total = sum(p.sum_units for p in partials.values())
     groups: dict[str, list[int]] = {}
     for p in partials.values():
@@ -25,13 +27,23 @@ def combine(partials: Mapping[int, Partial]) -> tuple[int, dict[str, list[int]],
             acc = groups.setdefault(group, [0] * len(bins))
             for j, units in enumerate(bins):
                 acc[j] += units
-    newest = max((p.newest_ts for p in partials.values()), default=0.0)
+    newest = max((p.consumed_at for p in partials.values()), default=0.0)
     return total, groups, newest
+
+
+@dataclass(frozen=True)
+class TickFacts:
+    """What a tick's records say about the clock and the failure bound (public inputs)."""
+
+    tick: int
+    window: int | None
+    learning_rounds: int = 0
+    failure_probability: float = 0.0
 
 
 def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: float,
                    books: Accountant, priors_seq: int, charge: float,
-                   window: int | None) -> Release:
+                   facts: TickFacts) -> Release:
     return Release(
         seq=seq, ts=now, noisy_sum=noisy, theta=plan.theta,
         epsilon=s.epsilon, epsilon_spent=books.spent,
@@ -39,20 +51,21 @@ def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: 
         pairs=[p.value for p in s.pairs], rule=s.rule.value,
         binding_pair=plan.binding_pair.value if plan.binding_pair else None,
         binding_group=plan.binding_group, priors_seq=priors_seq, charge=charge,
-        window=window,
+        window=facts.window, tick=facts.tick, learning_rounds=facts.learning_rounds,
+        failure_probability=facts.failure_probability,
     )
 
 
 def priors_records(seq: int, now: float, learned: Mapping[str, RoundLaw],
                    epsilon_learn: float, spent: float,
-                   window: int | None) -> list[PriorsRecord] | None:
+                   facts: TickFacts) -> list[PriorsRecord] | None:
     """A learning round's records, one per group; None (logged) when one is invalid."""
     try:
         return [
             PriorsRecord(seq=seq, ts=now, group=group, support=list(got.law.support),
                          probs=list(got.law.probs), epsilon_learn=epsilon_learn,
                          epsilon_spent=spent, radius=got.radius, status=got.status,
-                         window=window)
+                         window=facts.window, tick=facts.tick)
             for group, got in sorted(learned.items())
         ]
     except ValidationError as exc:

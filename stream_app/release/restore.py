@@ -27,6 +27,9 @@ class Restored:
     priors_seq: int  # newest round whose laws are in force (0: the settings' laws)
     exhausted: str | None = None  # why the budget is already exhausted, if it is
     radii: dict[str, float] = field(default_factory=dict)  # of the laws in force
+    last_tick: int = -1  # newest tick with a release in the journal (-1: none)
+    last_round_tick: int = -1  # newest tick with a learning round in the journal (-1: none)
+    window_rounds: int = 0  # learning rounds in the journal charged to ``window`` (all: None)
 
 
 def accountant_at_least(total: float, spent: float) -> Accountant:
@@ -105,4 +108,9 @@ def restore(
         except BudgetExhausted:
             exhausted = "the recorded spending exceeds the new budget_total"
     laws, radii, round_ = in_force(priors, initial, initial_radii or {})
-    return Restored(best, seq, priors_seq, laws, round_, exhausted, radii)
+    return Restored(best, seq, priors_seq, laws, round_, exhausted, radii,
+                    last_tick=max((r.tick for r in releases if r.tick is not None), default=-1),
+                    last_round_tick=max((p.tick for p in priors if p.tick is not None),
+                                        default=-1),
+                    window_rounds=len({p.seq for p in priors
+                                       if window is None or p.window == window}))

@@ -2,13 +2,14 @@
 
 ``pufferfish tail [--config FILE] [--json] [--from-beginning] [--topics releases,priors]
 [--max N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default
-(``release seq=… theta=… noisy_sum=… epsilon_spent=spent/total …``, ``priors seq=… group=…
-status=… radius=… law={…}``, ``deadletter reason=… source_topic=… partition=… offset=…
-detail="…"``: never the record's bytes), or each record's JSON as published with --json (a
-dead letter's ``raw``: null unless the worker runs with deadletter_include_raw). Starts at the
-end (new records only) unless --from-beginning; stops after --max records; Ctrl-C ends it
-quietly (exit 0). Topics that do not exist yet are waited for. A broker that does not answer
-within --timeout: one line ``pufferfish: error: broker: ...``, exit 2.
+(``release seq=… tick=… theta=… noisy_sum=… epsilon_spent=spent/total … [learning_rounds=…
+failure_probability=…]``, ``priors seq=… tick=… group=… status=… radius=… law={…}``,
+``deadletter reason=… source_topic=… partition=… offset=… detail="…"``: never the record's
+bytes), or each record's JSON as published with --json (a dead letter's ``raw``: null unless
+the worker runs with deadletter_include_raw). Starts at the end (new records only) unless
+--from-beginning; stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do
+not exist yet are waited for. A broker that does not answer within --timeout: one line
+``pufferfish: error: broker: ...``, exit 2.
 """
 
 from __future__ import annotations
@@ -38,14 +39,21 @@ WAIT_NOTE_SECONDS = 1.0  # metadata re-check while a topic does not exist yet
 def release_line(r: Release) -> str:
     total = r.epsilon_spent + r.epsilon_remaining
     window = "" if r.window is None else f" window={r.window}"
-    return (f"release seq={r.seq} theta={r.theta:.6g} noisy_sum={r.noisy_sum:.6g} "
-            f"charge={r.charge:.6g} epsilon_spent={r.epsilon_spent:.6g}/{total:.6g} "
-            f"priors_seq={r.priors_seq}{window}")
+    return (f"release seq={r.seq} tick={_tick(r.tick)} theta={r.theta:.6g} "
+            f"noisy_sum={r.noisy_sum:.6g} charge={r.charge:.6g} "
+            f"epsilon_spent={r.epsilon_spent:.6g}/{total:.6g} priors_seq={r.priors_seq}{window}"
+            + ("" if not r.learning_rounds else f" learning_rounds={r.learning_rounds} "
+               f"failure_probability={r.failure_probability:.3g}"))
+
+
+def _tick(tick: int | None) -> str:
+    return "-" if tick is None else str(tick)
 
 
 def priors_line(p: PriorsRecord) -> str:
     law = ", ".join(f"{x:g}:{q:.3f}" for x, q in zip(p.support, p.probs, strict=False))
-    return (f"priors seq={p.seq} group={p.group} status={p.status} radius={p.radius:.4g} "
+    return (f"priors seq={p.seq} tick={_tick(p.tick)} group={p.group} status={p.status} "
+            f"radius={p.radius:.4g} "
             f"epsilon_learn={p.epsilon_learn:g} epsilon_spent={p.epsilon_spent:.6g} "
             f"law={{{law}}}")
 

@@ -47,7 +47,8 @@ LAWS = {
 DOMAIN = list(range(9))
 PAIRS = ["distribution_presence", "distribution_change"]
 RELEASES = 4
-NOISE_FIELDS = {"noisy_sum", "ts"}
+# the noise, and the clock: the runs start at different times (their ticks are compared below)
+NOISE_FIELDS = {"noisy_sum", "ts", "tick"}
 
 
 def _events(tag: str, variant: str) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
@@ -116,6 +117,8 @@ def test_declared_neighbours_publish_the_same_fields(
             worker.stop()
     base = runs["base"]
     for tag, records in runs.items():
+        ticks = [r["tick"] for r in records]  # one release per tick in every run
+        assert ticks == list(range(ticks[0], ticks[0] + len(ticks))), tag
         for mine, theirs in zip(records, base, strict=True):
             assert {k: v for k, v in mine.items() if k not in NOISE_FIELDS} == {
                 k: v for k, v in theirs.items() if k not in NOISE_FIELDS}, tag
@@ -162,7 +165,7 @@ def test_learned_theta_is_recomputed_from_the_priors_topic(
         worker.stop()
     for r in published:
         assert set(r) == {"seq", "ts", "group", "support", "probs", "epsilon_learn",
-                          "epsilon_spent", "radius", "status", "window"}
+                          "epsilon_spent", "radius", "status", "window", "tick"}
         # a learned law lives on the domain; a group with too little noisy mass republishes
         # its previous (here: declared) law
         assert r["epsilon_learn"] == 1.0 and set(r["support"]) <= set(DOMAIN)

@@ -139,7 +139,9 @@ async def _tap_scenario(broker: EmbeddedBroker, data_dir: Path) -> None:
                      lambda: True)
         tick = tap.wrap(r.on_clock)
         try:
-            got = [await tick() for _ in range(3)]
+            got = []
+            for _ in range(3):
+                got.append(await tick(r.next_tick()))
         finally:
             await r.stop()
     releases = [g for g in got if isinstance(g, Release)]

@@ -21,7 +21,8 @@ BUDGET = 10_000.0
 GROUPS = ("g0", "g1", "g2")
 RELEASE_FIELDS = {
     "seq", "ts", "noisy_sum", "theta", "epsilon", "epsilon_spent", "epsilon_remaining", "pairs",
-    "rule", "binding_pair", "binding_group", "priors_seq", "charge", "window",
+    "rule", "binding_pair", "binding_group", "priors_seq", "charge", "window", "tick",
+    "learning_rounds", "failure_probability",
 }
 
 
@@ -84,6 +85,10 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
         # seqs 1..n without gaps; budget bookkeeping monotone and consistent
         seqs = [r["seq"] for r in records]
         assert seqs == list(range(1, len(records) + 1))
+        # one release per tick of the public clock, consecutive (no learning round was due)
+        ticks = [r["tick"] for r in records]
+        assert ticks == list(range(ticks[0], ticks[0] + len(records)))
+        assert all(r["learning_rounds"] == 0 == r["failure_probability"] for r in records)
         spent = [r["epsilon_spent"] for r in records]
         assert all(b > a for a, b in zip(spent, spent[1:], strict=False))
         for r in records:

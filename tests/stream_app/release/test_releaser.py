@@ -29,14 +29,16 @@ pytestmark = pytest.mark.integration
 
 
 def partial(p: int, units: int, groups: dict[str, list[int]] | None = None) -> Partial:
-    return Partial(partition=p, sum_units=units, group_units=groups or {}, newest_ts=1.0)
+    return Partial(partition=p, sum_units=units, group_units=groups or {}, newest_ts=1.0,
+                   consumed_at=float(p))
 
 
 def test_combine_is_exact_in_grid_units() -> None:
     parts = {0: partial(0, 3, {"a": [1, 2]}), 1: partial(1, -1, {"a": [5, 0], "b": [1, 1]}),
              2: partial(2, 10**20)}
-    total, groups, newest = combine(parts)
-    assert (total, groups, newest) == (2 + 10**20, {"a": [6, 2], "b": [1, 1]}, 1.0)
+    total, groups, consumed = combine(parts)
+    # the newest consumption time, not the newest event ts (1.0 in every partial)
+    assert (total, groups, consumed) == (2 + 10**20, {"a": [6, 2], "b": [1, 1]}, 2.0)
     assert combine({}) == (0, {}, 0.0)
 
 
@@ -129,12 +131,17 @@ async def _learning(broker: EmbeddedBroker, data_dir: Path) -> None:
     # 0.05 tolerance below about once a hundred runs)
     parts = {0: partial(0, 2 * users * 4, {"a": [0, 0, users * units], "b": [users * units, 0, 0]})}
     async with running(s, parts) as r:
-        assert await r.on_clock() is not None  # tick 1: a release, no round due yet
-        assert r.priors_seq == 0
-        release = await r.on_clock()  # tick 2: a learning round first, then the release
-        assert release is not None and release.priors_seq == 1
+        tick = r.next_tick() | 1  # odd: no round due (one every second tick, the even ones)
+        first = await r.on_clock(tick)
+        assert first is not None and first.tick == tick and r.priors_seq == 0
+        release = await r.on_clock(tick + 1)  # a learning round first, then the release
+        assert release is not None and release.priors_seq == 1 and release.tick == tick + 1
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)
     assert sorted(p.group for p in rounds) == ["a", "b"] and {p.seq for p in rounds} == {1}
+    assert {p.tick for p in rounds} == {tick + 1}
+    # G·R·β: 2 groups x 1 round x beta (the default 1e-6) once the round is out
+    assert (first.learning_rounds, first.failure_probability) == (0, 0.0)
+    assert (release.learning_rounds, release.failure_probability) == (1, 2 * 1e-6)
     assert all(p.status == "learned" for p in rounds)
     laws = {p.group: Distribution.from_points(p.support, p.probs) for p in rounds}
     radii = {p.group: p.radius for p in rounds}
@@ -199,7 +206,7 @@ async def _theta_of_published(broker: EmbeddedBroker, data_dir: Path,
                        pairs=["distribution_presence"], epsilon_learn=0.5, budget_total=10.0,
                        learn_min_mass=1.0, release_period_seconds=1.0, learn_period_seconds=1.0)
     async with running(s, {0: partial(0, 4, {"default": [0, 0, 400 * 2**16]})}) as r:
-        release = await r.on_clock()
+        release = await r.on_clock(r.next_tick())
     assert release is not None and release.priors_seq == 1
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)
     published = {p.group: Distribution.from_points(p.support, p.probs) for p in rounds}
@@ -228,10 +235,14 @@ async def _exhaustion(broker: EmbeddedBroker, data_dir: Path) -> None:
                        budget_total=3.0, release_period_seconds=1.0, learn_period_seconds=1.0,
                        learn_min_mass=0.0)
     async with running(s, {0: partial(0, 4, {"default": [0, 2**16, 0]})}) as r:
-        first, second = await r.on_clock(), await r.on_clock()  # 0.5 + 1, then 0.5 + 1 = 3
+        first = await r.on_clock(r.next_tick())  # 0.5 + 1
+        second = await r.on_clock(r.next_tick())  # then 0.5 + 1 = 3
         assert first is not None and second is not None and second.epsilon_spent == 3.0
+        assert second.tick == first.tick + 1  # type: ignore[operator]
         for _ in range(3):  # the next learning round (0.5) no longer fits: nothing at all
-            assert await r.on_clock() is None
+            tick = r.next_tick()
+            assert await r.on_clock(tick) is None
+            assert r.next_tick() == tick + 1  # skipped for good, not tried again
         assert r.ledger.exhausted and r.metrics.budget_exhausted._value.get() == 1
     rounds = await read_journal(s, s.topic_priors, PriorsRecord)
     releases = await read_journal(s, s.topic_releases, Release)

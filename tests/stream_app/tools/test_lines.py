@@ -93,17 +93,23 @@ def test_a_record_larger_than_max_payload_bytes_is_skipped() -> None:
 def test_tail_lines() -> None:
     release = {"seq": 3, "ts": 1.0, "noisy_sum": 4.25, "theta": 2.0, "epsilon": 1.0,
                "epsilon_spent": 3.0, "epsilon_remaining": 97.0, "pairs": ["value_presence"],
-               "rule": "bound", "charge": 1.0, "window": 7}
+               "rule": "bound", "charge": 1.0, "window": 7, "tick": 1800000123}
     raw = json.dumps(release).encode()
     assert tail.render("releases", raw, as_json=False) == (
-        "release seq=3 theta=2 noisy_sum=4.25 charge=1 epsilon_spent=3/100 priors_seq=0 "
-        "window=7")
+        "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 charge=1 epsilon_spent=3/100 "
+        "priors_seq=0 window=7")
+    learned = json.dumps({**release, "tick": None, "learning_rounds": 4,
+                          "failure_probability": 8e-6}).encode()
+    assert tail.render("releases", learned, as_json=False) == (
+        "release seq=3 tick=- theta=2 noisy_sum=4.25 charge=1 epsilon_spent=3/100 "
+        "priors_seq=0 window=7 learning_rounds=4 failure_probability=8e-06")
     assert json.loads(tail.render("releases", raw, as_json=True) or "") == release
     priors = {"seq": 2, "ts": 1.0, "group": "g1", "support": [0, 1], "probs": [0.25, 0.75],
-              "epsilon_learn": 0.1, "epsilon_spent": 0.2, "radius": 0.5, "status": "learned"}
+              "epsilon_learn": 0.1, "epsilon_spent": 0.2, "radius": 0.5, "status": "learned",
+              "tick": 77}
     assert tail.render("priors", json.dumps(priors).encode(), as_json=False) == (
-        "priors seq=2 group=g1 status=learned radius=0.5 epsilon_learn=0.1 epsilon_spent=0.2 "
-        "law={0:0.250, 1:0.750}")
+        "priors seq=2 tick=77 group=g1 status=learned radius=0.5 epsilon_learn=0.1 "
+        "epsilon_spent=0.2 law={0:0.250, 1:0.750}")
     for bad in (b"not json", b"[1]", None):
         assert tail.render("releases", bad, as_json=True) is None
         assert tail.render("releases", bad, as_json=False) is None

@@ -145,8 +145,9 @@ def test_tail_waits_for_its_topics_and_skips_unreadable_records(broker: Embedded
             proc.wait(timeout=10)
     assert proc.returncode == 0
     assert sorted(line.split()[0] for line in out.splitlines()) == ["priors", "release"]
-    assert "release seq=1 theta=1 noisy_sum=2.5 charge=1 epsilon_spent=1/10 priors_seq=0" in out
-    assert "priors seq=1 group=g status=low_mass radius=0 " in out
+    assert ("release seq=1 tick=- theta=1 noisy_sum=2.5 charge=1 epsilon_spent=1/10 "
+            "priors_seq=0") in out
+    assert "priors seq=1 tick=- group=g status=low_mass radius=0 " in out
     assert "pufferfish: warning: releases: offset 0: unreadable record skipped" in (
         err_path.read_text())
 

@@ -112,7 +112,7 @@ def test_send_feeds_a_worker_and_tail_reads_its_releases(broker: EmbeddedBroker,
         human = pufferfish(["tail", "--from-beginning", "--max", "1", "--topics", "releases"],
                            env)
         assert human.returncode == 0, human.stderr
-        assert re.fullmatch(r"release seq=1 theta=0\.25 noisy_sum=\S+ charge=\S+ "
+        assert re.fullmatch(r"release seq=1 tick=\d+ theta=0\.25 noisy_sum=\S+ charge=\S+ "
                             r"epsilon_spent=\S+/100000 priors_seq=0\n", human.stdout), human.stdout
 
         follower = subprocess.Popen(
