@@ -81,8 +81,8 @@ class TunedConsumerThread(AIOKafkaConsumerThread):
 class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedHandOff,
                          CheapGaps, GatedBatches, AIOKafkaConsumer):
     """Faust's aiokafka consumer with the worker's own drain loop (offsets.py: records are
-    handed over in offset order, an abandoned hand-off is fetched again; alignment.py: a
-    report after its user's join)."""
+    handed over in offset order, an abandoned hand-off is fetched again; alignment.py: the
+    two input topics merged by timestamp)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -153,19 +153,20 @@ class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedH
                         since_yield = 0
                     if tp in skip:
                         continue
-                    if partner:
-                        m = partner.get(tp)
-                        if m is not None and not gate.admits(tp, m,  # type: ignore[union-attr]
-                                                             message.timestamp):
-                            gate.hold(tp, message, stamp)  # type: ignore[union-attr]
-                            continue
-                        if await self._offer(tp, message, stamp, skip):
-                            r = gate.membership_handed_over(  # type: ignore[union-attr]
-                                tp, message.timestamp)
-                            if r is not None:
-                                await self._release(r, skip)
+                    other = partner.get(tp) if partner else None
+                    if other is None:
+                        await self._offer(tp, message, stamp, skip)
                         continue
-                    await self._offer(tp, message, stamp, skip)
+                    key = gate.key(tp, message.timestamp)  # type: ignore[union-attr]
+                    if not gate.admits(tp, other, key):  # type: ignore[union-attr]
+                        gate.hold(tp, message, stamp, key)  # type: ignore[union-attr]
+                        if other in gate.held:  # type: ignore[union-attr]
+                            await self._release(other, skip)  # both heads known
+                        continue
+                    if await self._offer(tp, message, stamp, skip):
+                        gate.handed_over(tp, key)  # type: ignore[union-attr]
+                        if other in gate.held:  # type: ignore[union-attr]
+                            await self._release(other, skip)
                 await self._settle(stamp, skip)
                 self.diag.unset_flag(CONSUMER_FETCHING)
         except self.consumer_stopped_errors:

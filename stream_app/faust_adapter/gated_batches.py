@@ -3,9 +3,9 @@ input topics" and "Records are handed over in offset order", the stall watch).
 
 A consumer mixin over alignment.py (the gate's rule) and client_view.py (what the client saw
 after each fetch): partitions whose records the gate keeps back are left out of the fetch, and
-after each batch what the client's view proves is recorded — a membership partition caught up
-(its reports may go), a partition accounted up to the client's position (a transaction marker
-there is not a lost record).
+after each batch what the client's view proves is recorded — a paired partition caught up
+(its partner's records may go), a partition accounted up to the client's position (a
+transaction marker there is not a lost record).
 """
 
 from __future__ import annotations
@@ -46,16 +46,16 @@ class GatedBatches:
         return await super()._getmany(active_partitions, timeout)  # type: ignore[misc]
 
     def _fetched(self, records: FetchedRecords) -> None:
-        """A fetch came back (called by getmany before its records are yielded). A membership
+        """A fetch came back (called by getmany before its records are yielded). A paired
         partition with no record in it, at its end, whose position the last batches accounted
         for (every record below handed over, no seek since) is caught up as of this fetch: its
-        reports of the same fetch pass inline, without being kept back."""
+        partner's records of the same fetch pass inline, without being kept back."""
         gate, expected = self._gate, self._expected
         if gate is None:
             return
         views = records.views
         gate.fetched(views)
-        for m in gate.membership_partitions():
+        for m in gate.paired_partitions():
             view = views.get(m)
             if (view is None or m in records or view.position is None
                     or expected.sought_since(m, expected.fetch_stamp())):
@@ -64,31 +64,37 @@ class GatedBatches:
                 gate.caught_up(m, view)
 
     async def _release(self, r: Any, skip: set[TP]) -> None:
-        """Hand over the records of `r` the gate kept back, as far as it now admits them."""
+        """Hand over the records of `r` and of its partner that the gate kept back, smaller
+        key first, as far as it now admits them."""
         gate: Any = self._gate
         n = 0
-        while r not in skip:
-            held = gate.releasable(r)
-            if held is None:
+        while True:
+            for tp in (r, gate.partner.get(r)):
+                if tp in skip:  # a seek back (made or in flight) fetches them again
+                    gate.held.pop(tp, None)
+            released = gate.releasable(r)
+            if released is None:
                 return
-            await self._offer(r, held.message, held.stamp, skip)  # type: ignore[attr-defined]
+            tp, held = released
+            if await self._offer(tp, held.message, held.stamp, skip):  # type: ignore[attr-defined]
+                gate.handed_over(tp, held.key)
             n += 1
             if n % 100 == 0:
                 await asyncio.sleep(0)
-        gate.held.pop(r, None)  # a seek back (made or in flight) fetches them again
 
     async def _settle(self, stamp: int, skip: set[TP]) -> None:
-        """After a batch: what the client's view after its fetch proves. A membership partition
+        """After a batch: what the client's view after its fetch proves. A paired partition
         whose records were all handed over and whose position reached its end is caught up
-        (the gate may release reports); a partition whose records were all handed over is
-        accounted up to the client's position (the stall watch leaves markers alone)."""
+        (the gate may release its partner's records); a partition whose records were all
+        handed over is accounted up to the client's position (the stall watch leaves markers
+        alone)."""
         fetched = self._last_fetch
         if fetched is None:
             return
         views, expected, gate = fetched.views, self._expected, self._gate
         held = gate.held if gate is not None else {}
         if gate is not None:
-            for m in gate.membership_partitions():
+            for m in gate.paired_partitions():
                 view = views.get(m)
                 if view is not None and m not in skip and not expected.sought_since(m, stamp):
                     gate.caught_up(m, view)

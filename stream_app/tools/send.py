@@ -3,7 +3,8 @@
 Each line is a report or a membership event (stream_app.tools.lines); the record goes to
 ``topic_reports`` or ``topic_membership`` with key = ``user_id`` and, explicitly, partition =
 murmur2(key) mod the topic's partition count read from the broker (the partitioning contract,
-docs/design.md). The client is the worker's: same settings, bootstrap, SASL/TLS options.
+docs/design.md), and a timestamp that keeps the file's order across the two topics
+(``Run.stamp``). The client is the worker's: same settings, bootstrap, SASL/TLS options.
 
 Output: a bad line is one line on stderr (its number and why) and is skipped; at the end ONE
 JSON summary on stdout of what the broker acknowledged, per topic and partition. A progress bar
@@ -86,6 +87,20 @@ class Run:
         self.first_failure = ""
         self.started = False  # the producer started: a summary is due
         self.progress_at = time.monotonic()
+        self._last_ms = self._last_report_ms = 0
+
+    def stamp(self, topic: str) -> int:
+        """The record's CreateTime (ms): never earlier than the one before, and a membership
+        record strictly later than every report before it — the worker merges the two topics
+        by timestamp, membership first at equal ones (docs/design.md, "The gate"), so a leave
+        sent after a report must not share its millisecond."""
+        ms = max(time.time_ns() // 1_000_000, self._last_ms)
+        if topic == self.settings.topic_reports:
+            self._last_report_ms = ms
+        elif ms <= self._last_report_ms:
+            ms = self._last_report_ms + 1
+        self._last_ms = ms
+        return ms
 
     def say(self, message: str) -> None:
         tqdm.write(message, file=sys.stderr)
@@ -126,7 +141,8 @@ class Run:
             try:
                 async with asyncio.timeout(self.timeout):
                     fut = await producer.send(topic, record.value, key=record.key,
-                                              partition=partition)
+                                              partition=partition,
+                                              timestamp_ms=self.stamp(topic))
             except TimeoutError:
                 raise common.broker_error(self.settings, f"no answer in {self.timeout:g} s from",
                                           "send") from None

@@ -3,9 +3,9 @@ order across the input topics"), no broker: the worker's consumer drains a scrip
 serving a reports partition and its membership partition, with Kafka timestamps, positions and
 end offsets as aiokafka reports them after each fetch (client_view.py).
 
-The order rule: a report is handed over only after every membership record whose timestamp is
-not later than the report's — whatever order the client returns them in. A seek or revoke of
-the reports partition while its records are kept back neither duplicates nor loses one.
+The order rule: the two partitions are merged by timestamp, membership first at equal
+timestamps — whatever order the client returns them in, both sides kept back alike. A seek or
+revoke of a partition while its records are kept back neither duplicates nor loses one.
 """
 
 from __future__ import annotations
@@ -109,6 +109,18 @@ class TwoTopicClient:
                     if t <= ts[("reports", offset)] and o not in seen_m]
         return bad
 
+    def merge_violations(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+        """Pairs (earlier handed over, later handed over) of the two topics out of timestamp
+        order, membership first at equal timestamps."""
+        rank = {"membership": 0, "reports": 1}
+        ts = {(tp.topic, o): t for tp, log in self.logs.items() for o, t in log}
+        bad = []
+        for i, a in enumerate(self.delivered):
+            for b in self.delivered[i + 1:]:
+                if a[0] != b[0] and (ts[b], rank[b[0]]) < (ts[a], rank[a[0]]):
+                    bad.append((a, b))
+        return bad
+
 
 @pytest.fixture
 async def consumer() -> Any:
@@ -135,9 +147,10 @@ async def test_reports_wait_for_the_joins_before_them_when_membership_comes_late
     assert any(R0 not in asked for asked in client.asked)  # kept back: not fetched meanwhile
 
 
-async def test_a_report_goes_once_membership_handed_over_a_later_record(consumer: Any) -> None:
+async def test_the_pair_is_merged_by_timestamp_membership_first_at_ties(consumer: Any) -> None:
     """Membership never caught up (its end stays ahead): its timestamps open the gate, strictly
-    (a membership record of the same millisecond may still precede the report's join)."""
+    for a report (a membership record of the same millisecond goes first), a fetched membership
+    record not handed over yet counting as much as one handed over."""
     m_log = reports(40, 1_000, step=10)  # 1000, 1010, ...
     client = TwoTopicClient(consumer, {R0: reports(30, 1_000, step=10), M0: m_log},
                             max_records=3)
@@ -145,10 +158,9 @@ async def test_a_report_goes_once_membership_handed_over_a_later_record(consumer
     await asyncio.wait_for(_drain_until(client, lambda: len(client.delivered) >= 70), 20)
     assert client.order_violations() == []
     assert [o for t, o in client.delivered if t == "reports"] == list(range(30))
-    # report k (ts 1000 + 10 k) went right after membership k + 1 (the first later record)
-    for k in range(30):
-        at = client.delivered.index(("reports", k))
-        assert ("membership", k + 1) in client.delivered[:at]
+    # membership k and report k share ts 1000 + 10 k: membership k, then report k
+    merged = [(t, k) for k in range(30) for t in ("membership", "reports")]
+    assert client.delivered == merged + [("membership", k) for k in range(30, 40)]
 
 
 async def _drain_until(client: TwoTopicClient, done: Any) -> None:
@@ -159,42 +171,93 @@ async def _drain_until(client: TwoTopicClient, done: Any) -> None:
     await task
 
 
-async def seek_to_committed(consumer: Any, client: TwoTopicClient) -> None:
-    """A rebalance seeks the reports partition back to its committed offset 0."""
-    await consumer.seek(R0, 0)
+async def seek_to_committed(consumer: Any, client: TwoTopicClient, tp: Any) -> None:
+    """A rebalance seeks the partition back to its committed offset 0."""
+    await consumer.seek(tp, 0)
 
 
-async def revoke_then_assign(consumer: Any, client: TwoTopicClient) -> None:
-    """The reports partition is revoked, then assigned again and read from its committed
-    offset (nothing committed: 0)."""
-    consumer._expected.forget(R0)  # what on_partitions_revoked does first
-    assert R0 not in consumer._gate.held
-    client.position[R0] = 0
-    consumer._expected.sought(R0, 0)
+async def revoke_then_assign(consumer: Any, client: TwoTopicClient, tp: Any) -> None:
+    """The partition is revoked, then assigned again and read from its committed offset
+    (nothing committed: 0)."""
+    consumer._expected.forget(tp)  # what on_partitions_revoked does first
+    assert tp not in consumer._gate.held
+    client.position[tp] = 0
+    consumer._expected.sought(tp, 0)
 
 
 @pytest.mark.parametrize("rebalance", [seek_to_committed, revoke_then_assign])
-async def test_kept_back_reports_moved_by_a_rebalance_are_handed_over_once(
-    consumer: Any, rebalance: Any,
+@pytest.mark.parametrize("kept", [R0, M0])
+async def test_kept_back_records_moved_by_a_rebalance_are_handed_over_once(
+    consumer: Any, rebalance: Any, kept: Any,
 ) -> None:
-    """While the reports' first batch is kept back, a rebalance moves the partition: the kept
-    copies are dropped, the fetch from the committed offset brings each record once."""
-    client = TwoTopicClient(consumer, {R0: reports(25, 1_000), M0: reports(3, 990)},
-                            visible_from={M0: 3})
+    """While one side's first batch is kept back (its partner's fetch comes late), a
+    rebalance moves that partition: the kept copies are dropped, the fetch from the committed
+    offset brings each record once."""
+    partner = M0 if kept == R0 else R0
+    client = TwoTopicClient(consumer, {kept: reports(25, 1_000), partner: reports(3, 990)},
+                            visible_from={partner: 3})
     moved = False
 
     async def on_record(message: Any) -> None:
         nonlocal moved
-        if message.topic == "membership" and not moved:
+        if message.topic == partner.topic and not moved:
             moved = True
-            assert consumer._gate.held.get(R0)  # the reports' first batch is kept back
-            await rebalance(consumer, client)
-            assert R0 not in consumer._gate.held
+            assert consumer._gate.held.get(kept)  # its first batch is kept back
+            await rebalance(consumer, client, kept)
+            assert kept not in consumer._gate.held
 
     client.on_record = on_record
     await client.drain()
-    assert moved and client.order_violations() == []
-    assert [o for t, o in client.delivered if t == "reports"] == list(range(25))
+    assert moved and client.merge_violations() == []
+    for tp, n in ((kept, 25), (partner, 3)):
+        assert [o for t, o in client.delivered if t == tp.topic] == list(range(n))
+
+
+async def test_a_leave_produced_after_a_report_does_not_overtake_it(consumer: Any) -> None:
+    """The README walk (examples/events.jsonl): join, report, leave; the membership fetch
+    comes back first and the reports' 3 fetches later — the leave waits for the report."""
+    client = TwoTopicClient(consumer, {R0: [(0, 1_001)], M0: [(0, 1_000), (1, 1_003)]},
+                            visible_from={R0: 4})
+    await client.drain()
+    assert client.delivered == [("membership", 0), ("reports", 0), ("membership", 1)]
+    assert any(M0 not in asked for asked in client.asked)  # kept back: not fetched meanwhile
+
+
+async def test_same_millisecond_goes_membership_first_both_ways(consumer: Any) -> None:
+    """Equal timestamps: the membership record first, whichever side comes back first — a
+    join before its report, and a leave before a report of the same millisecond (which the
+    domain then ignores as after the leave: docs/design.md, "The gate")."""
+    client = TwoTopicClient(consumer, {R0: [(0, 1_000), (1, 1_005)],
+                                       M0: [(0, 1_000), (1, 1_005)]},
+                            visible_from={M0: 3})
+    await client.drain()
+    assert client.delivered == [("membership", 0), ("reports", 0),
+                                ("membership", 1), ("reports", 1)]
+
+
+async def test_both_sides_kept_back_the_smaller_timestamp_goes(consumer: Any) -> None:
+    """Neither side ever caught up (their ends stay ahead), both fetched together one record
+    at a time, timestamps interleaved: no deadlock, the exact timestamp order."""
+    client = TwoTopicClient(consumer, {R0: [(o, 1_000 + 2 * o) for o in range(30)],
+                                       M0: [(o, 1_001 + 2 * o) for o in range(30)]},
+                            max_records=1)
+    client.ends[R0] = client.ends[M0] = 10_000
+    await asyncio.wait_for(_drain_until(client, lambda: len(client.delivered) >= 40), 20)
+    merged = [(t, o) for o in range(30) for t in ("reports", "membership")]
+    assert len(client.delivered) >= 40
+    assert client.delivered == merged[:len(client.delivered)]
+
+
+@pytest.mark.parametrize("quiet", [R0, M0])
+async def test_a_caught_up_quiet_side_never_blocks_the_other(consumer: Any, quiet: Any) -> None:
+    """One side has a single old record and nothing after it; the other's 200 later records
+    all go, in order, without waiting for a record of the quiet side that never comes."""
+    busy = M0 if quiet == R0 else R0
+    client = TwoTopicClient(consumer, {quiet: [(0, 900)], busy: reports(200, 1_000)})
+    await client.drain()
+    assert client.merge_violations() == []
+    assert [o for t, o in client.delivered if t == busy.topic] == list(range(200))
+    assert consumer._gate.held == {}
 
 
 async def test_kept_back_reports_whose_membership_partition_goes_elsewhere_go_once(
