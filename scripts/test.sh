@@ -34,7 +34,7 @@ step "ruff check ."
 
 # The importable packages of this repository (mypy's strictness per package is in pyproject.toml).
 MYPY_TARGETS=()
-for pkg in core stream_app pufferfish_data pufferfish_paper bench; do
+for pkg in pufferfish_core stream_app pufferfish_data pufferfish_paper bench; do
   if [ -f "$pkg/__init__.py" ]; then MYPY_TARGETS+=("$pkg"); fi
 done
 # mypy runs beside the tests (its minute on one core overlaps their waits); its report and

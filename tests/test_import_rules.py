@@ -21,8 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design.md"
 PACKAGES = ("core", "stream_app", "pufferfish_data", "pufferfish_paper", "bench", "deploy/grafana")
-PROJECT_TOPS = {"core", "stream_app", "pufferfish_data", "pufferfish_paper", "bench", "deploy",
-                "tests"}
+# core/ is imported as pufferfish_core (the installed name; a symlink in the checkout): the
+# Layout table and these checks name it by its folder, core
+IMPORT_NAME_OF_CORE = "pufferfish_core"
+PROJECT_TOPS = {"core", IMPORT_NAME_OF_CORE, "stream_app", "pufferfish_data", "pufferfish_paper",
+                "bench", "deploy", "tests"}
 MAX_LINES = 250
 MAX_ROOT_MODULES = 10
 
@@ -52,13 +55,31 @@ def project_modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
+def by_folder(module: str) -> str:
+    """A module's name with core's import name replaced by its folder's (the Layout's name)."""
+    top, dot, rest = module.partition(".")
+    return f"core{dot}{rest}" if top == IMPORT_NAME_OF_CORE else module
+
+
+def imports_of_core_by_folder_name(modules: Mapping[str, Path]) -> list[str]:
+    """``import core`` / ``from core...``: works in a checkout, not in an installed wheel."""
+    found = []
+    for source, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{source}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] == "core"]
+    return found
+
+
 def read_imports(modules: Mapping[str, Path]) -> list[Import]:
     found: list[Import] = []
     for source, path in modules.items():
         package = source if path.name == "__init__.py" else source.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
-                found += [Import(source, a.name, None, node.lineno) for a in node.names
+                found += [Import(source, by_folder(a.name), None, node.lineno) for a in node.names
                           if a.name.split(".")[0] in PROJECT_TOPS]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
@@ -67,6 +88,7 @@ def read_imports(modules: Mapping[str, Path]) -> list[Import]:
                     base = ".".join([*up, base] if base else up)
                 if base.split(".")[0] not in PROJECT_TOPS:
                     continue
+                base = by_folder(base)
                 for a in node.names:
                     sub = f"{base}.{a.name}"
                     if sub in modules:  # ``from package import module``
@@ -203,6 +225,21 @@ def test_no_import_circle(package: str) -> None:
     mods = [m for m in MODULES if within(m, package)]
     found = circles(mods, [i for i in IMPORTS if within(i.source, package)])
     assert not found, found
+
+
+def test_core_is_imported_by_its_installed_name() -> None:
+    tests = {str(p.relative_to(ROOT)): p for p in sorted((ROOT / "tests").rglob("*.py"))}
+    found = imports_of_core_by_folder_name({**project_modules(), **tests})
+    assert not found, "\n".join(found)
+
+
+def test_an_import_of_core_by_its_folder_name_is_reported(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nfrom core.noise import x\nimport core.plan\n")
+    good = tmp_path / "good.py"
+    good.write_text("from pufferfish_core.noise import x\n")
+    found = imports_of_core_by_folder_name({"bad": bad, "good": good})
+    assert found == ["bad:2 imports core.noise", "bad:3 imports core.plan"]
 
 
 def test_no_private_name_is_imported_from_another_module() -> None:

