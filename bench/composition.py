@@ -21,11 +21,11 @@ import time
 
 from bench import _common
 from bench.utility import Case, paper_cases, uci_cases
-from core.auditor import audit
-from core.budget import composition_charge
-from core.composition import tfold_loss
-from core.kantorovich import plan_spread
-from core.vocabulary import Rule
+from pufferfish_core.auditor import audit
+from pufferfish_core.budget import composition_charge
+from pufferfish_core.composition import tfold_loss
+from pufferfish_core.kantorovich import plan_spread
+from pufferfish_core.vocabulary import Rule
 
 NAME = "composition"
 EPS_VALUES = (1.0, 0.5)

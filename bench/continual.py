@@ -24,12 +24,12 @@ import numpy as np
 from scipy import sparse
 
 from bench import _common
-from core.distribution import Distribution
-from core.plan import release_plan
-from core.tree import TreeMechanism, tree_mechanism
-from core.tree_plan import compare_mechanisms
-from core.tree_shape import TreeShape
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.plan import release_plan
+from pufferfish_core.tree import TreeMechanism, tree_mechanism
+from pufferfish_core.tree_plan import compare_mechanisms
+from pufferfish_core.tree_shape import TreeShape
+from pufferfish_core.vocabulary import PairKind, Rule
 
 NAME = "continual"
 USERS = 10_000

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from core import calibrators as cal
-from core.auditor import audit
-from core.distribution import Distribution
-from core.policy import calibrate
-from core.vocabulary import PairKind, Rule
+from pufferfish_core import calibrators as cal
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.policy import calibrate
+from pufferfish_core.vocabulary import PairKind, Rule
 
 SIZES = (4, 16, 64, 256)
 TARGET_SECONDS_PER_REPEAT = 0.02

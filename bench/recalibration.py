@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from bench import _common
-from core.distribution import Distribution
-from core.plan import release_plan
-from core.vocabulary import STREAM_RULES, PairKind, Rule
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.plan import release_plan
+from pufferfish_core.vocabulary import STREAM_RULES, PairKind, Rule
 from stream_app.domain.batch import Record
 from stream_app.domain.ingest import Ingest
 from stream_app.domain.rules import EventRules

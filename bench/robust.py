@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 from bench import _common
 from bench.utility import Case, paper_cases, uci_cases
-from core.auditor import WHOLE, audit
-from core.distribution import Distribution, point_zero
-from core.learning_radius import radius
-from core.plan import release_plan
-from core.robust import reach_spread, robust_exact, worst_case_theta
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.auditor import WHOLE, audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.learning_radius import radius
+from pufferfish_core.plan import release_plan
+from pufferfish_core.robust import reach_spread, robust_exact, worst_case_theta
+from pufferfish_core.vocabulary import PairKind, Rule
 
 NAME = "robust"
 SIZES = (1e2, 1e3, 1e4, 1e5)

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 
 from bench import _common
-from core.auditor import audit
-from core.distribution import Distribution, point_zero
-from core.policy import calibrate
-from core.vocabulary import STREAM_RULES, PairKind, Rule
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.policy import calibrate
+from pufferfish_core.vocabulary import STREAM_RULES, PairKind, Rule
 
 NAME = "utility"
 EPS_VALUES = (0.1, 0.5, 1.0)

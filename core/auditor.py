@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import validation
-from core.distribution import Distribution
-from core.validation import FloatArray
+from pufferfish_core import validation
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.validation import FloatArray
 
 _SAFE_SUM = 1e-250
 

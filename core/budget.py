@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from core import validation
-from core.errors import PufferfishError
+from pufferfish_core import validation
+from pufferfish_core.errors import PufferfishError
 
 
 class BudgetExhausted(PufferfishError):

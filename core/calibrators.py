@@ -15,12 +15,12 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from core import validation
-from core.distribution import Distribution
-from core.exact_search import exact_theta
-from core.kantorovich import plan_spread
-from core.validation import FloatArray
-from core.vocabulary import Derivation
+from pufferfish_core import validation
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.exact_search import exact_theta
+from pufferfish_core.kantorovich import plan_spread
+from pufferfish_core.validation import FloatArray
+from pufferfish_core.vocabulary import Derivation
 
 _BRENT_RTOL = 4.0 * float(np.finfo(np.float64).eps)
 

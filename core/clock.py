@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from core import validation
-from core.budget import exact_decimal
+from pufferfish_core import validation
+from pufferfish_core.budget import exact_decimal
 
 
 def _period(period: float) -> Fraction:

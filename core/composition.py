@@ -45,9 +45,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from core import validation
-from core.auditor import AuditResult, audit
-from core.distribution import Distribution
+from pufferfish_core import validation
+from pufferfish_core.auditor import AuditResult, audit
+from pufferfish_core.distribution import Distribution
 
 
 def combined_scale(thetas: Sequence[float]) -> float:

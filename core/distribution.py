@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import ConfigDict, model_validator
 
-from core import validation
-from core.validation import FloatArray
+from pufferfish_core import validation
+from pufferfish_core.validation import FloatArray
 
 # Sums of float support points closer than this (relative) are the same point.
 MERGE_RTOL = 1e-12

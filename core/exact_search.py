@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from core.auditor import PairAuditor
-from core.distribution import Distribution
-from core.errors import PufferfishError
-from core.kantorovich import plan_spread
+from pufferfish_core.auditor import PairAuditor
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishError
+from pufferfish_core.kantorovich import plan_spread
 
 _LOG_WIDTH = 5e-10
 

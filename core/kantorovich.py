@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.distribution import Distribution
-from core.validation import FloatArray
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.validation import FloatArray
 
 # Plan cells with less mass than this are float noise from cumulative sums, not support.
 MASS_TOL = 1e-14

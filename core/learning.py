@@ -18,9 +18,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from core import validation
-from core.distribution import Distribution
-from core.noise import sample_discrete_laplace
+from pufferfish_core import validation
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.noise import sample_discrete_laplace
 
 SHARE_LOG2 = 16
 SHARE_UNITS = 2**SHARE_LOG2  # one user's whole mass

@@ -14,10 +14,10 @@ from typing import Literal
 
 from scipy.special import gammainccinv
 
-from core import validation
-from core.auditor import WHOLE
-from core.distribution import Distribution
-from core.learning import SENSITIVITY, SHARE_UNITS, HistogramLearner
+from pufferfish_core import validation
+from pufferfish_core.auditor import WHOLE
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.learning import SENSITIVITY, SHARE_UNITS, HistogramLearner
 
 _QUANTILE_SLACK = 1.0 + 1e-9  # scipy's Gamma quantile is accurate to ~1e-14; keep it valid
 

@@ -46,7 +46,7 @@ import secrets
 from collections.abc import Iterable
 from fractions import Fraction
 
-from core import validation
+from pufferfish_core import validation
 
 # every integer of magnitude <= 2**53 is a double; 2**53 + 1 is the first one that is not
 MAX_EXACT_UNITS = 2**53

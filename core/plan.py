@@ -28,18 +28,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core import validation
-from core.budget import composition_charge
-from core.distribution import Distribution, point_zero
-from core.kantorovich import plan_spread
-from core.noise import secure_laplace_release
-from core.policy import calibrate
-from core.robust import reach_spread
-from core.schedule import Schedule as Schedule  # the public clock (re-exported: core.plan names)
-from core.schedule import budget_schedule as budget_schedule
-from core.schedule import learning_due as learning_due
-from core.schedule import rounds_due as rounds_due
-from core.vocabulary import PairKind, Rule
+from pufferfish_core import validation
+from pufferfish_core.budget import composition_charge
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.kantorovich import plan_spread
+from pufferfish_core.noise import secure_laplace_release
+from pufferfish_core.policy import calibrate
+from pufferfish_core.robust import reach_spread
+from pufferfish_core.schedule import (
+    Schedule as Schedule,  # the public clock (re-exported: core.plan names)
+)
+from pufferfish_core.schedule import budget_schedule as budget_schedule
+from pufferfish_core.schedule import learning_due as learning_due
+from pufferfish_core.schedule import rounds_due as rounds_due
+from pufferfish_core.vocabulary import PairKind, Rule
 
 
 @dataclass(frozen=True)

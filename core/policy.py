@@ -15,9 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from core import calibrators, robust, validation
-from core.distribution import Distribution, point_zero
-from core.vocabulary import PRIORS, Calibration, Derivation, PairKind, Rule, applicable, rule
+from pufferfish_core import calibrators, robust, validation
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.vocabulary import (
+    PRIORS,
+    Calibration,
+    Derivation,
+    PairKind,
+    Rule,
+    applicable,
+    rule,
+)
 
 # (first prior, second prior, epsilon, law of the rest of X) -> (theta, theorem)
 Calibrator = Callable[[Distribution, Distribution, float, Distribution], Derivation]

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core import validation
-from core.auditor import WHOLE, Balls, PairAuditor, ball_support, extreme_weights
-from core.distribution import Distribution
-from core.exact_search import exact_theta, smallest_passing_theta
-from core.kantorovich import MASS_TOL
-from core.validation import FloatArray
-from core.vocabulary import Derivation
+from pufferfish_core import validation
+from pufferfish_core.auditor import WHOLE, Balls, PairAuditor, ball_support, extreme_weights
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.exact_search import exact_theta, smallest_passing_theta
+from pufferfish_core.kantorovich import MASS_TOL
+from pufferfish_core.validation import FloatArray
+from pufferfish_core.vocabulary import Derivation
 
 
 def worst_case_theta(

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from core import validation
-from core.budget import exact_decimal
+from pufferfish_core import validation
+from pufferfish_core.budget import exact_decimal
 
 # Windows whose tick and learning pattern repeats within this many are counted one by one
 # (exact over every window); beyond it the figures are bounds over every phase.

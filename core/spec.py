@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core import validation
-from core.auditor import audit
-from core.distribution import Distribution, point_zero
-from core.errors import PufferfishInputError
-from core.vocabulary import PRIORS, PairKind, Rule, applicable, rule
+from pufferfish_core import validation
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.vocabulary import PRIORS, PairKind, Rule, applicable, rule
 
 DEFAULT_RULE = Rule.EXACT
 

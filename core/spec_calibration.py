@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core import validation
-from core.auditor import audit
-from core.budget import composition_charge
-from core.kantorovich import plan_spread
-from core.policy import calibrate
-from core.spec import parse_spec
+from pufferfish_core import validation
+from pufferfish_core.auditor import audit
+from pufferfish_core.budget import composition_charge
+from pufferfish_core.kantorovich import plan_spread
+from pufferfish_core.policy import calibrate
+from pufferfish_core.spec import parse_spec
 
 
 def calibrate_spec(spec: object, epsilon: float) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, field_validator
 
-from core import validation
-from core.distribution import Distribution, point_zero
+from pufferfish_core import validation
+from pufferfish_core.distribution import Distribution, point_zero
 
 
 class User(validation.InputModel):

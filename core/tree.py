@@ -23,12 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import validation
-from core.budget import composition_charge
-from core.noise import discrete_laplace_sd, discrete_laplace_units
-from core.tree_sensitivity import window_sensitivity
-from core.tree_shape import BASE_ID, TreeShape
-from core.vocabulary import PairKind
+from pufferfish_core import validation
+from pufferfish_core.budget import composition_charge
+from pufferfish_core.noise import discrete_laplace_sd, discrete_laplace_units
+from pufferfish_core.tree_sensitivity import window_sensitivity
+from pufferfish_core.tree_shape import BASE_ID, TreeShape
+from pufferfish_core.vocabulary import PairKind
 
 MAX_ARITY = 16
 

@@ -18,10 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from core import validation
-from core.budget import exact_decimal
-from core.tree import TreeMechanism, independent_noise_sd, tree_mechanism
-from core.vocabulary import PairKind
+from pufferfish_core import validation
+from pufferfish_core.budget import exact_decimal
+from pufferfish_core.tree import TreeMechanism, independent_noise_sd, tree_mechanism
+from pufferfish_core.vocabulary import PairKind
 
 DAY_SECONDS = 86_400
 

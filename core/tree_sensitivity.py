@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import validation
-from core.errors import PufferfishInputError
-from core.tree_shape import TreeShape, digits
-from core.validation import FloatArray
-from core.vocabulary import PairKind
+from pufferfish_core import validation
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.tree_shape import TreeShape, digits
+from pufferfish_core.validation import FloatArray
+from pufferfish_core.vocabulary import PairKind
 
 NEG = -math.inf
 DP_MAX_CHANGES = 64

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import validation
+from pufferfish_core import validation
 
 BASE_ID = "base"
 

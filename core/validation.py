@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 
 PROB_SUM_TOLERANCE = 1e-9
 

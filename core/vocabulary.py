@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 
 
 class PairKind(StrEnum):

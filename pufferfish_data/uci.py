@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 
 DATA_DIR = Path(__file__).resolve().parent / "uci"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 from pufferfish_paper import experiments, plots, report, uci_experiments, uci_inputs, utility
 from pufferfish_paper.results import CurveFigure, PlanFigure
 

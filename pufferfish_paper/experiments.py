@@ -11,12 +11,12 @@ from functools import partial
 
 import numpy as np
 
-from core import calibrators as cal
-from core.auditor import audit
-from core.distribution import Distribution, point_zero
-from core.kantorovich import delta_star, monotone_plan, plan_spread
-from core.system import MultiUserSystem, User
-from core.vocabulary import Derivation
+from pufferfish_core import calibrators as cal
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.kantorovich import delta_star, monotone_plan, plan_spread
+from pufferfish_core.system import MultiUserSystem, User
+from pufferfish_core.vocabulary import Derivation
 from pufferfish_paper import paper_values as pv
 from pufferfish_paper.grids import figure_grid, printed_on
 from pufferfish_paper.results import Curve, CurveFigure, PlanFigure, TableCheck

@@ -12,8 +12,8 @@ from functools import partial
 
 import numpy as np
 
-from core import calibrators as cal
-from core.distribution import Distribution, point_zero
+from pufferfish_core import calibrators as cal
+from pufferfish_core.distribution import Distribution, point_zero
 from pufferfish_paper import paper_values as pv
 from pufferfish_paper.experiments import (
     as_printed_curve,

@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from core.distribution import Distribution
+from pufferfish_core.distribution import Distribution
 from pufferfish_data import Table, load_adult, load_bank_full, load_student_por
 
 ADULT_EDUCATION_CODE: dict[str, int] = {

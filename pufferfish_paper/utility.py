@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from core import calibrators as cal
-from core.auditor import audit
-from core.distribution import Distribution, point_zero
-from core.vocabulary import Derivation
+from pufferfish_core import calibrators as cal
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.vocabulary import Derivation
 from pufferfish_paper import paper_values as pv
 from pufferfish_paper.experiments import BERN_P, BERN_Q, P4, Q4, USER4, Pair, toy_system
 from pufferfish_paper.results import UtilityRow

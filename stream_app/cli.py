@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from core.errors import PufferfishError, PufferfishInputError
+from pufferfish_core.errors import PufferfishError, PufferfishInputError
 from stream_app import __version__
 
 PROG = "pufferfish"
@@ -97,7 +97,7 @@ def _print_json(result: dict[str, Any]) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     spec = _load_spec(args.spec)  # before the (slow, scipy) import: bad files fail fast
-    from core.spec_calibration import calibrate_spec
+    from pufferfish_core.spec_calibration import calibrate_spec
 
     _print_json(calibrate_spec(spec, args.epsilon))
     return 0
@@ -105,7 +105,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     spec = _load_spec(args.spec)
-    from core.spec import audit_spec
+    from pufferfish_core.spec import audit_spec
 
     _print_json(audit_spec(spec, args.theta))
     return 0
@@ -129,7 +129,7 @@ EXAMPLES = {
 
 
 def _spec_command(commands: Any, name: str, texts: tuple[str, str]) -> argparse.ArgumentParser:
-    from core.spec import SPEC_FORMAT
+    from pufferfish_core.spec import SPEC_FORMAT
     from stream_app.settings.arguments import HelpFormatter
 
     command: argparse.ArgumentParser = commands.add_parser(

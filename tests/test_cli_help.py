@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.vocabulary import PairKind, Rule
 from tests.installed_cli import CONSOLE_SCRIPT, one_line_error, pufferfish
 
 # a module-scoped fixture: one worker process runs this module (tests/conftest.py)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.contracts.asyncapi import asyncapi_document
 from stream_app.contracts.catalog import CONTRACTS, topic_schema
 from stream_app.settings import arguments

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 from stream_app.kafka.topics import TopicSetupError
 from stream_app.kafka.topics import create_topics as _create_topics
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.demo import demo_defaults
 from stream_app.demo.broker import port_free
 from stream_app.demo.demo_run import PROG, DemoRun

@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from core.learning import user_share, user_shares
+from pufferfish_core.learning import user_share, user_shares
 from stream_app.domain.admitted_sums import AdmittedSums, TreeState
 from stream_app.domain.inputs import tuple_new
 

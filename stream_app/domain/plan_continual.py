@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.errors import PufferfishInputError
-from core.plan import ReleasePlan, radius_failure_bound
-from core.schedule import WindowSchedule, window_pattern
-from core.tree_plan import compare_mechanisms, release_budget, windows_per_day
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.plan import ReleasePlan, radius_failure_bound
+from pufferfish_core.schedule import WindowSchedule, window_pattern
+from pufferfish_core.tree_plan import compare_mechanisms, release_budget, windows_per_day
 from stream_app.settings import Settings
 
 

@@ -30,10 +30,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from core.errors import PufferfishInputError
-from core.learning_radius import noise_l1_tail
-from core.plan import radius_failure_bound
-from core.schedule import Schedule, WindowSchedule, budget_schedule, window_schedule
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.learning_radius import noise_l1_tail
+from pufferfish_core.plan import radius_failure_bound
+from pufferfish_core.schedule import Schedule, WindowSchedule, budget_schedule, window_schedule
 from stream_app.domain.plan_continual import loss_per_day, mechanisms, tree_mode, tree_window
 from stream_app.domain.plan_text import plan_text
 from stream_app.domain.priors import checked_start, learner_for, plan_for

@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import validation
-from core.auditor import WHOLE
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.learning import HistogramLearner, uniform
-from core.plan import ReleasePlan, release_plan
-from core.vocabulary import PairKind
+from pufferfish_core import validation
+from pufferfish_core.auditor import WHOLE
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.learning import HistogramLearner, uniform
+from pufferfish_core.plan import ReleasePlan, release_plan
+from pufferfish_core.vocabulary import PairKind
 from stream_app.settings import Settings
 
 FALLBACK_GROUP = "default"

@@ -11,7 +11,7 @@ import json
 
 from pydantic import ValidationError
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 
 MESSAGE_MAX = 120  # a decoder message is short; the bound only keeps a letter small
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.faust_adapter import diagnostics, log_safety, quiet_stop
 from stream_app.faust_adapter.stop_deadline import exit_after
 from stream_app.faust_adapter.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 
 # sysexits.h EX_TEMPFAIL: the worker stopped on a write the broker did not acknowledge; its
 # input is processed again from the last committed offsets when it is restarted.

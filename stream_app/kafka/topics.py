@@ -17,7 +17,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 from stream_app.kafka.clients import UNREACHABLE_HINT, aiokafka_kwargs
 from stream_app.settings import Settings
 

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 from stream_app.kafka.aio import within
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.settings import Settings

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from core.learning_radius import robust_round
+from pufferfish_core.learning_radius import robust_round
 from stream_app.domain.models import PriorsRecord, to_bytes
 from stream_app.release.records import TickFacts, combine, priors_records
 from stream_app.release.restore import in_force

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
-from core.budget import Accountant, BudgetExhausted
-from core.clock import window_at
-from core.distribution import Distribution
+from pufferfish_core.budget import Accountant, BudgetExhausted
+from pufferfish_core.clock import window_at
+from pufferfish_core.distribution import Distribution
 from stream_app.domain.models import PriorsRecord, Release
 from stream_app.metrics import Metrics
 from stream_app.release.local_state import LocalState, load_state, merged, save_state, state_path

@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.budget import Accountant
-from core.errors import PufferfishInputError
+from pufferfish_core.budget import Accountant
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.domain.models import Release
 from stream_app.settings import Settings
 

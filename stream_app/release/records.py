@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from core.budget import Accountant
-from core.learning_radius import RoundLaw
-from core.plan import ReleasePlan
+from pufferfish_core.budget import Accountant
+from pufferfish_core.learning_radius import RoundLaw
+from pufferfish_core.plan import ReleasePlan
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.settings import Settings
 

@@ -19,8 +19,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from core.noise import discrete_laplace_units, exact_float
-from core.plan import ReleasePlan
+from pufferfish_core.noise import discrete_laplace_units, exact_float
+from pufferfish_core.plan import ReleasePlan
 from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.domain.priors import PublicPriors, learner_for, plan_for
 from stream_app.metrics import Metrics

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from core.budget import Accountant, BudgetExhausted
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
+from pufferfish_core.budget import Accountant, BudgetExhausted
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.domain.models import PriorsRecord, Release
 from stream_app.release.local_state import LocalState
 

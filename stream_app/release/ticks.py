@@ -8,8 +8,8 @@ import time
 from collections.abc import Sequence
 from fractions import Fraction
 
-from core.clock import latest_tick, tick_due, tick_due_exact
-from core.plan import learning_due, radius_failure_bound
+from pufferfish_core.clock import latest_tick, tick_due, tick_due_exact
+from pufferfish_core.plan import learning_due, radius_failure_bound
 from stream_app.domain.models import Release
 from stream_app.metrics import Metrics
 from stream_app.release.ledger import Ledger

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.errors import PufferfishError
-from core.tree import TreeMechanism
+from pufferfish_core.errors import PufferfishError
+from pufferfish_core.tree import TreeMechanism
 
 
 @dataclass(frozen=True)

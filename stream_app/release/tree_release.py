@@ -16,10 +16,10 @@ import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
-from core.budget import exact_decimal
-from core.plan import ReleasePlan
-from core.schedule import learning_ticks, window_ticks
-from core.tree import TreeMechanism, tree_mechanism
+from pufferfish_core.budget import exact_decimal
+from pufferfish_core.plan import ReleasePlan
+from pufferfish_core.schedule import learning_ticks, window_ticks
+from pufferfish_core.tree import TreeMechanism, tree_mechanism
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.domain.priors import PublicPriors, plan_for
 from stream_app.metrics import Metrics

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, NoReturn
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.settings.model import Settings
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.settings.model import CONFIG_FILE_ENV, REMOVED, Settings
 
 # PUFFERFISH_* variables that are not settings: the CI harness's and the test script's own

@@ -19,8 +19,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from core.noise import grid_contains
-from core.vocabulary import STREAM_RULES, PairKind, Rule
+from pufferfish_core.noise import grid_contains
+from pufferfish_core.vocabulary import STREAM_RULES, PairKind, Rule
 from stream_app.settings import broker_url
 from stream_app.settings.release import ReleaseSettings
 from stream_app.settings.store import StoreUrl, check_standbys

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.kafka.aio import within
 from stream_app.kafka.clients import UNREACHABLE_HINT
 from stream_app.settings import Settings

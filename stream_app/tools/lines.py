@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PufferfishError
+from pufferfish_core.errors import PufferfishError
 from stream_app.domain.models import Membership, Report
 from stream_app.domain.rejection import json_position
 

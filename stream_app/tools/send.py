@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from tqdm import tqdm
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.kafka.partitioning import partition_for
 from stream_app.settings import Settings, arguments, load_settings

@@ -25,7 +25,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.domain.models import DeadLetter, PriorsRecord, Release
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.settings import Settings, arguments, load_settings

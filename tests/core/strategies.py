@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from core.distribution import Distribution
+from pufferfish_core.distribution import Distribution
 
 
 @st.composite

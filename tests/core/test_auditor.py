@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from core.auditor import PairAuditor, audit
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
+from pufferfish_core.auditor import PairAuditor, audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
 
 
 def grid_loss(a: Distribution, b: Distribution, theta: float) -> tuple[float, float]:

@@ -11,8 +11,8 @@ import pytest
 from scipy import optimize
 from scipy.special import logsumexp
 
-from core.budget import Accountant, BudgetExhausted, composition_charge
-from core.errors import PufferfishInputError
+from pufferfish_core.budget import Accountant, BudgetExhausted, composition_charge
+from pufferfish_core.errors import PufferfishInputError
 
 
 def test_refuses_past_total_with_typed_error() -> None:

@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 import pytest
 
-from core import calibrators as cal
-from core.auditor import audit
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.policy import TABLE, calibrate
-from core.spec_calibration import calibrate_spec
-from core.vocabulary import Derivation, Rule
+from pufferfish_core import calibrators as cal
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.policy import TABLE, calibrate
+from pufferfish_core.spec_calibration import calibrate_spec
+from pufferfish_core.vocabulary import Derivation, Rule
 
 P = Distribution.from_points([1, 2, 4, 5], [0.4, 0.1, 0.1, 0.4])
 Q = Distribution.from_points([2, 3, 4], [0.05, 0.9, 0.05])

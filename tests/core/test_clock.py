@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
-from core.clock import latest_tick, tick_due, window_of_tick
-from core.errors import PufferfishInputError
-from core.schedule import window_ticks
+from pufferfish_core.clock import latest_tick, tick_due, window_of_tick
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.schedule import window_ticks
 
 
 def test_tick_k_is_due_at_k_periods_since_the_epoch() -> None:

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from core.composition import combined_scale, persistent_audit, tfold_loss
-from core.distribution import Distribution, point_zero
-from core.errors import PufferfishInputError
+from pufferfish_core.composition import combined_scale, persistent_audit, tfold_loss
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.errors import PufferfishInputError
 from tests.oracles import grid_loss
 
 Law = tuple[list[float], list[float]]

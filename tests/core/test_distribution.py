@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
 
 
 def test_from_points_sorts_pairs_and_keeps_zero_mass_points() -> None:

@@ -7,9 +7,9 @@ import pickle
 
 import pytest
 
-from core.budget import Accountant, BudgetExhausted
-from core.errors import PufferfishError, PufferfishInputError
-from core.exact_search import ExactSearchFailed
+from pufferfish_core.budget import Accountant, BudgetExhausted
+from pufferfish_core.errors import PufferfishError, PufferfishInputError
+from pufferfish_core.exact_search import ExactSearchFailed
 
 
 def test_every_core_exception_derives_from_the_root() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.distribution import Distribution
-from core.kantorovich import delta_star, monotone_plan, plan_spread
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.kantorovich import delta_star, monotone_plan, plan_spread
 
 
 def north_west_corner(p: Distribution, q: Distribution) -> tuple[np.ndarray, np.ndarray]:

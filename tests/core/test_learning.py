@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.learning import (
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.learning import (
     SHARE_UNITS,
     SHARES_COUNT_LIMIT,
     HistogramLearner,
@@ -293,7 +293,7 @@ def test_every_bin_gets_noise() -> None:
 
 def test_scale_units_sample_agrees_with_formula() -> None:
     # Cross-check via the sampler with the learner's own scale (brief item): mean |Z|.
-    from core.noise import sample_discrete_laplace
+    from pufferfish_core.noise import sample_discrete_laplace
 
     learner = HistogramLearner(DOMAIN, 1.0, 0.05, 10)
     n = 2000

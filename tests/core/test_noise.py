@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.errors import PufferfishInputError
-from core.noise import (
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.noise import (
     MAX_EXACT_UNITS,
     bernoulli_exp_neg,
     discrete_laplace_units,
@@ -184,12 +184,12 @@ def test_grid_contains() -> None:
 
 def test_units_entry_point_is_exact_past_two_to_the_53(monkeypatch: pytest.MonkeyPatch) -> None:
     # 2**53 + 1 units is the first sum a float cannot hold: it reaches the noise as an int
-    import core.noise
+    import pufferfish_core.noise
 
     units = 2**53 + 1
-    monkeypatch.setattr(core.noise, "sample_discrete_laplace", lambda scale: 0)
+    monkeypatch.setattr(pufferfish_core.noise, "sample_discrete_laplace", lambda scale: 0)
     assert discrete_laplace_units(units, 1.0, -10) == units
-    monkeypatch.setattr(core.noise, "sample_discrete_laplace", lambda scale: -3)
+    monkeypatch.setattr(pufferfish_core.noise, "sample_discrete_laplace", lambda scale: -3)
     assert discrete_laplace_units(10**30 + 1, 1.0, -10) == 10**30 - 2
     assert discrete_laplace_units(units, 0.0, -10) == units  # theta 0: unchanged
 

@@ -12,11 +12,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from core import calibrators as cal
-from core.auditor import audit
-from core.distribution import Distribution
-from core.kantorovich import delta_star, monotone_plan, plan_spread
-from core.system import MultiUserSystem, User
+from pufferfish_core import calibrators as cal
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.kantorovich import delta_star, monotone_plan, plan_spread
+from pufferfish_core.system import MultiUserSystem, User
 from pufferfish_paper.paper_values import BRENT, SPQ_BINARY_RELAX
 
 # The printed pgfplots data of fig:Brent and fig:SuffCondSPQBinaryRelax (one verbatim copy of the

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.auditor import audit
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.plan import (
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.plan import (
     ReleasePlan,
     Schedule,
     budget_schedule,
@@ -29,7 +29,7 @@ from core.plan import (
     release_plan,
     rounds_due,
 )
-from core.vocabulary import STREAM_RULES, PairKind, Rule
+from pufferfish_core.vocabulary import STREAM_RULES, PairKind, Rule
 from tests.core.test_policy import brute_loss
 
 # module-scoped fixtures below: one worker process runs this module (tests/conftest.py)

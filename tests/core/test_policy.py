@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from core.auditor import audit
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.policy import TABLE, calibrate
-from core.vocabulary import (
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.policy import TABLE, calibrate
+from pufferfish_core.vocabulary import (
     GENERIC_RULES,
     STREAM_RULES,
     Calibration,

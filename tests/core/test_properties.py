@@ -13,10 +13,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import calibrators as cal
-from core.auditor import audit
-from core.distribution import Distribution
-from core.kantorovich import delta_star, plan_spread
+from pufferfish_core import calibrators as cal
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.kantorovich import delta_star, plan_spread
 from tests.core.strategies import integer_law
 
 SLACK = 1 + 1e-9

@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.learning import SHARE_UNITS, HistogramLearner, user_share
-from core.learning_radius import noise_l1_tail, radius
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.learning import SHARE_UNITS, HistogramLearner, user_share
+from pufferfish_core.learning_radius import noise_l1_tail, radius
 
 SIGMAS = 5  # a correct implementation fails a frequency check below at p < ~1e-6
 

@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from core.auditor import audit, extreme_weights
-from core.calibrators import exact
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.kantorovich import plan_spread
-from core.plan import release_plan
-from core.policy import TABLE, calibrate
-from core.robust import reach_spread, robust_exact, worst_presence_law
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.auditor import audit, extreme_weights
+from pufferfish_core.calibrators import exact
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.kantorovich import plan_spread
+from pufferfish_core.plan import release_plan
+from pufferfish_core.policy import TABLE, calibrate
+from pufferfish_core.robust import reach_spread, robust_exact, worst_presence_law
+from pufferfish_core.vocabulary import PairKind, Rule
 
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLACK = 1 + 1e-9

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from core.auditor import audit
-from core.distribution import Distribution
-from core.kantorovich import plan_spread
-from core.plan import release_plan
-from core.policy import calibrate
-from core.robust import worst_case_theta
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.kantorovich import plan_spread
+from pufferfish_core.plan import release_plan
+from pufferfish_core.policy import calibrate
+from pufferfish_core.robust import worst_case_theta
+from pufferfish_core.vocabulary import PairKind, Rule
 
 SLACK = 1 + 1e-9
 LP_TOL = 1e-9  # a coupled level interval shorter than this counts as none

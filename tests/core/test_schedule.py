@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import pytest
 
-from core.errors import PufferfishInputError
-from core.schedule import (
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.schedule import (
     WINDOW_ENUMERATION_LIMIT,
     budget_schedule,
     learning_due,

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import PufferfishInputError
-from core.spec import audit_spec, parse_spec
-from core.spec_calibration import calibrate_spec
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.spec import audit_spec, parse_spec
+from pufferfish_core.spec_calibration import calibrate_spec
 from tests.oracles import grid_loss
 
 EPS = 0.5
@@ -232,7 +232,7 @@ def test_parsing_and_auditing_a_spec_load_no_scipy() -> None:
         "import sys; from core.spec import audit_spec, parse_spec; "
         "audit_spec({'pair': 'value_presence', 'a': 3}, 6.0); "
         "assert not any(m.startswith('scipy') for m in sys.modules), 'scipy loaded'; "
-        "import core.spec_calibration; assert 'scipy' in sys.modules"
+        "import pufferfish_core.spec_calibration; assert 'scipy' in sys.modules"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

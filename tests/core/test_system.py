@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.system import MultiUserSystem, User
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.system import MultiUserSystem, User
 
 B = Distribution.bernoulli
 

@@ -7,10 +7,10 @@ import statistics
 
 import pytest
 
-from core.errors import PufferfishInputError
-from core.tree import independent_noise_sd, tree_mechanism
-from core.tree_shape import BASE_ID, TreeShape
-from core.vocabulary import PairKind
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.tree import independent_noise_sd, tree_mechanism
+from pufferfish_core.tree_shape import BASE_ID, TreeShape
+from pufferfish_core.vocabulary import PairKind
 
 KINDS = [PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE]
 DOMAIN = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

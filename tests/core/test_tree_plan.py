@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from core.errors import PufferfishInputError
-from core.tree_plan import compare_mechanisms, release_budget, windows_per_day
-from core.vocabulary import PairKind
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.tree_plan import compare_mechanisms, release_budget, windows_per_day
+from pufferfish_core.vocabulary import PairKind
 
 KINDS = [PairKind.VALUE_CHANGE, PairKind.VALUE_PRESENCE]
 DOMAIN = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

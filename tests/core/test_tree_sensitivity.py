@@ -14,11 +14,11 @@ import itertools
 import numpy as np
 import pytest
 
-from core.auditor import audit
-from core.distribution import Distribution, point_zero
-from core.kantorovich import monotone_plan, plan_spread
-from core.tree import tree_mechanism
-from core.tree_sensitivity import (
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.kantorovich import monotone_plan, plan_spread
+from pufferfish_core.tree import tree_mechanism
+from pufferfish_core.tree_sensitivity import (
     DP_MAX_CHANGES,
     admitted,
     coupled_range,
@@ -26,8 +26,8 @@ from core.tree_sensitivity import (
     node_sensitivity,
     window_sensitivity,
 )
-from core.tree_shape import TreeShape
-from core.vocabulary import PairKind
+from pufferfish_core.tree_shape import TreeShape
+from pufferfish_core.vocabulary import PairKind
 
 DOMAINS = ((0.0, 1.0, 2.0), (-1.0, 0.0, 2.0))
 ARITIES = (2, 3)

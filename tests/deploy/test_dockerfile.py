@@ -203,9 +203,10 @@ def test_the_context_holds_what_the_wheel_is_built_from() -> None:
     wheel = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
     context = set(_context())
     needed = {"pyproject.toml", pyproject["project"]["readme"],
-              pyproject["tool"]["hatch"]["version"]["path"], *wheel.get("force-include", {})}
+              pyproject["tool"]["hatch"]["version"]["path"], *wheel.get("force-include", {}),
+              *(hook.get("path", "hatch_build.py") for hook in wheel.get("hooks", {}).values())}
     assert needed <= context, needed - context
-    for package in wheel["packages"]:
+    for package in [*wheel["packages"], "core"]:  # core/: installed by the build hook
         tracked = [p for p in repository_files() if p.startswith(package + "/")]
         assert tracked and set(tracked) <= context, package
 

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from core.noise import secure_laplace_release
+from pufferfish_core.noise import secure_laplace_release
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,7 +19,7 @@ import pytest
 from bench.harness import DOMAIN
 from bench.markers import offer
 from bench.workload import Workload, produce_sync
-from core.plan import learning_due
+from pufferfish_core.plan import learning_due
 from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,

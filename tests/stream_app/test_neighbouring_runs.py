@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from core.distribution import Distribution
-from core.plan import release_plan
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.plan import release_plan
+from pufferfish_core.vocabulary import PairKind, Rule
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 from stream_app.metrics_page import sample

@@ -22,8 +22,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from core.calibrators import exact
-from core.distribution import Distribution, point_zero
+from pufferfish_core.calibrators import exact
+from pufferfish_core.distribution import Distribution, point_zero
 from stream_app import metrics_page as metrics
 from stream_app.demo.broker import EmbeddedBroker, free_port
 from stream_app.demo.broker_admin import create_topics

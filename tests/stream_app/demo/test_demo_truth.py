@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from core.vocabulary import PairKind
+from pufferfish_core.vocabulary import PairKind
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics, topic_partitions
 from stream_app.demo.demo_worker import ReleaseTap

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from core.tree_sensitivity import admitted
+from pufferfish_core.tree_sensitivity import admitted
 from stream_app.domain.admission import admission_for
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.batch import Record

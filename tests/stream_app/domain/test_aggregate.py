@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from core.learning import SHARES_COUNT_LIMIT
+from pufferfish_core.learning import SHARES_COUNT_LIMIT
 from stream_app.domain.aggregate import Contribution, PartitionAggregate, contributions
 from stream_app.domain.draft import Draft
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from core.auditor import audit
-from core.distribution import Distribution
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
 from stream_app.domain.plan_text import plan_text
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from core.auditor import audit
-from core.distribution import Distribution
-from core.errors import PufferfishInputError
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution
+from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.vocabulary import PairKind, Rule
 from stream_app.domain.priors import (
     FALLBACK_GROUP,
     checked_start,

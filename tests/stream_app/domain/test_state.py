@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from core.learning import SHARE_UNITS, user_share
+from pufferfish_core.learning import SHARE_UNITS, user_share
 from stream_app.domain.aggregate import PartitionAggregate
 from stream_app.domain.digests import digest_bytes, report_digest
 from stream_app.domain.draft import Draft

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.auditor import audit
+from pufferfish_core.auditor import audit
 from stream_app.demo.broker import EmbeddedBroker
 from tests.stream_app import worker_proc as wp
 

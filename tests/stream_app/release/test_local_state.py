@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.budget import Accountant
-from core.errors import PufferfishInputError
+from pufferfish_core.budget import Accountant
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.domain.models import Release
 from stream_app.release.local_state import LocalState, load_state, save_state, state_path
 from stream_app.settings import Settings

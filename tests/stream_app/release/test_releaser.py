@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from core.auditor import audit
-from core.distribution import Distribution, point_zero
-from core.learning_radius import RoundLaw, robust_round
-from core.plan import release_plan
-from core.vocabulary import PairKind, Rule
+from pufferfish_core.auditor import audit
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.learning_radius import RoundLaw, robust_round
+from pufferfish_core.plan import release_plan
+from pufferfish_core.vocabulary import PairKind, Rule
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 from stream_app.domain.models import Partial, PriorsRecord, Release
@@ -269,7 +269,7 @@ def test_exhaustion_stops_releases_and_learning(broker: EmbeddedBroker, tmp_path
 
 async def _unrepresentable(broker: EmbeddedBroker, data_dir: Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.noise
+    import pufferfish_core.noise
 
     s = await settings(broker, data_dir, ("releases",), budget_total=10.0)
     units = 2**53 + 1  # the first grid-unit count a float cannot hold: float() rounds it
@@ -280,7 +280,7 @@ async def _unrepresentable(broker: EmbeddedBroker, data_dir: Path,
         seen.append(scale)
         return noise["z"]
 
-    monkeypatch.setattr(core.noise, "sample_discrete_laplace", sampler)
+    monkeypatch.setattr(pufferfish_core.noise, "sample_discrete_laplace", sampler)
     async with running(s, {0: partial(0, units - 1), 1: partial(1, 1)}) as r:
         # noisy units 2**53 + 1: refused, never rounded; drawn and charged, so its seq is burned
         assert await r.release_once() is None and len(seen) == 1

@@ -9,8 +9,8 @@ from fractions import Fraction
 
 import pytest
 
-from core.budget import Accountant, BudgetExhausted
-from core.distribution import Distribution
+from pufferfish_core.budget import Accountant, BudgetExhausted
+from pufferfish_core.distribution import Distribution
 from stream_app.domain.models import PriorsRecord, Release
 from stream_app.release.local_state import LocalState
 from stream_app.release.restore import Restored, accountant_at_least, laws_in_force, restore

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.plan import learning_due
+from pufferfish_core.plan import learning_due
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.release.journal import read_journal

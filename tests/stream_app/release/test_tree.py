@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.tree import TreeMechanism, tree_mechanism
-from core.tree_shape import BASE_ID
-from core.vocabulary import PairKind
+from pufferfish_core.tree import TreeMechanism, tree_mechanism
+from pufferfish_core.tree_shape import BASE_ID
+from pufferfish_core.vocabulary import PairKind
 from stream_app.release.tree import NodeDraw, TreeMismatch, WindowTree
 from stream_app.release.tree_journal import FileNodeJournal
 

@@ -3,7 +3,7 @@ admitted sum a release of a window reads from partitions behind, in and ahead of
 
 from __future__ import annotations
 
-from core.budget import Accountant
+from pufferfish_core.budget import Accountant
 from stream_app.domain.models import Partial
 from stream_app.release.tree_release import tree_epsilon, window_units
 from stream_app.settings import Settings

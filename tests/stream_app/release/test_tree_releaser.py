@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from core.auditor import audit
-from core.clock import latest_tick
-from core.distribution import Distribution, point_zero
-from core.schedule import window_ticks
-from core.tree import tree_mechanism
-from core.tree_sensitivity import coupled_range
-from core.vocabulary import PairKind
+from pufferfish_core.auditor import audit
+from pufferfish_core.clock import latest_tick
+from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.schedule import window_ticks
+from pufferfish_core.tree import tree_mechanism
+from pufferfish_core.tree_sensitivity import coupled_range
+from pufferfish_core.vocabulary import PairKind
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.domain.models import Partial, Release
 from stream_app.release.journal import read_journal

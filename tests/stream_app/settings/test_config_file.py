@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from tests.installed_cli import one_line_error, pufferfish, user_env
 
 COMMANDS = {

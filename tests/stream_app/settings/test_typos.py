@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from core.errors import PufferfishInputError
+from pufferfish_core.errors import PufferfishInputError
 from stream_app.settings.load import check_environment
 from tests.cli_batch import Job, Outcome, run_jobs
 
