@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="release mechanism (default tree; the defaults of the periods, "
                    "epsilon-learn and budget follow it: module stream_app.demo.demo_defaults)")
     p.add_argument("--window", type=float, default=None, metavar="S",
-                   help="privacy window in seconds; the budget is per window (tree: 120)")
+                   help="privacy window in seconds; the budget is per window (default: tree 120, "
+                   "independent none)")
     p.add_argument("--max-changes", type=int, default=4, metavar="N",
                    help="tree: times a user's contribution may change per window (default 4)")
 

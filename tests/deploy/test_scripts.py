@@ -54,6 +54,7 @@ def _scratch_repo(tmp_path: Path, pytest_status: int, ruff_status: int = 0,
     shutil.copy(ROOT / "scripts" / "test.sh", repo / "scripts" / "test.sh")
     (repo / "core").mkdir()
     (repo / "core" / "__init__.py").write_text("")
+    (repo / "pufferfish_core").symlink_to("core")  # the import name, as in the checkout
     calls = repo / "calls.log"
     _write_exe(repo / ".venv" / "bin" / "python", f"""#!/usr/bin/env bash
 echo "python $*" >> {calls}
@@ -87,10 +88,10 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     calls = (repo / "calls.log").read_text().splitlines()
     # mypy runs in the background while pytest runs: their order in the log is either
     assert calls[-3] == "ruff check ."
-    assert sorted(calls[-2:]) == ["mypy core", "python -m pytest -q -n 8 --dist loadgroup"]
+    assert sorted(calls[-2:]) == ["mypy pufferfish_core", "python -m pytest -q -n 8 --dist loadgroup"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
-    assert result.stdout.index("==> mypy core (in the background") \
-        < result.stdout.index("==> python -m pytest") < result.stdout.rindex("==> mypy core")
+    assert result.stdout.index("==> mypy pufferfish_core (in the background") \
+        < result.stdout.index("==> python -m pytest") < result.stdout.rindex("==> mypy pufferfish_core")
 
 
 def test_test_sh_fails_when_mypy_fails_even_if_the_tests_pass(tmp_path: Path) -> None:

@@ -130,8 +130,7 @@ def worker_env(
     env.update({
         "PUFFERFISH_BROKER": broker_url,
         "PUFFERFISH_DATA_DIR": str(data_dir),
-        "PUFFERFISH_METRICS_PORT": str(free_port()),
-        "PUFFERFISH_WEB_PORT": str(free_port()),
+        **worker_ports(),
         "PUFFERFISH_DOMAIN": "[0, 1, 2, 3, 4, 5]",
         "PUFFERFISH_PAIRS": '["value_presence"]',
         "PUFFERFISH_PRIOR_SOURCE": "learned",
@@ -150,8 +149,17 @@ def worker_env(
 
 def fresh_ports(env: Mapping[str, str]) -> dict[str, str]:
     """The same worker env on new metrics/web ports (a restart while the old ports linger)."""
-    return {**env, "PUFFERFISH_METRICS_PORT": str(free_port()),
-            "PUFFERFISH_WEB_PORT": str(free_port())}
+    return {**env, **worker_ports()}
+
+
+def worker_ports() -> dict[str, str]:
+    """Metrics and web ports that differ: two free_port() calls in a row may hand out the same
+    port (the first is closed before the second asks)."""
+    metrics = free_port()
+    web = free_port()
+    while web == metrics:
+        web = free_port()
+    return {"PUFFERFISH_METRICS_PORT": str(metrics), "PUFFERFISH_WEB_PORT": str(web)}
 
 
 class Worker:
