@@ -88,10 +88,12 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     calls = (repo / "calls.log").read_text().splitlines()
     # mypy runs in the background while pytest runs: their order in the log is either
     assert calls[-3] == "ruff check ."
-    assert sorted(calls[-2:]) == ["mypy pufferfish_core", "python -m pytest -q -n 8 --dist loadgroup"]
+    assert sorted(calls[-2:]) == ["mypy pufferfish_core",
+                                  "python -m pytest -q -n 8 --dist loadgroup"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
-    assert result.stdout.index("==> mypy pufferfish_core (in the background") \
-        < result.stdout.index("==> python -m pytest") < result.stdout.rindex("==> mypy pufferfish_core")
+    mypy_step = "==> mypy pufferfish_core"
+    assert result.stdout.index(f"{mypy_step} (in the background") \
+        < result.stdout.index("==> python -m pytest") < result.stdout.rindex(mypy_step)
 
 
 def test_test_sh_fails_when_mypy_fails_even_if_the_tests_pass(tmp_path: Path) -> None:
