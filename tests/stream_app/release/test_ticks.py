@@ -97,13 +97,16 @@ async def _late_window(broker: EmbeddedBroker, tmp: Path) -> None:
         assert late.ts - late.tick >= 60  # type: ignore[operator]  # published > 60 s late
         assert await r.on_clock(old + 1) is None  # same window: 1 + 1 > 1.5, skipped for good
         assert r.next_tick() == old + 2
-        fresh = await r.on_clock(now_tick)  # a later window renews the budget
+        # a later window renews the budget; not on a learning tick (learn_period_seconds 60:
+        # a round at every multiple of 60, epoch-aligned), whose round would spend 0.1 first
+        fresh_tick = now_tick + 1 if now_tick % 60 == 0 else now_tick
+        fresh = await r.on_clock(fresh_tick)
         assert fresh is not None and fresh.window == now_tick // 60
         assert fresh.epsilon_spent == 1.0
         lateness = sample(r, "pufferfish_release_tick_lateness_seconds_sum")
         assert lateness >= 60
     windows = [(x.tick, x.window) for x in await read_journal(s, s.topic_releases, Release)]
-    assert windows == [(old, old // 60), (now_tick, now_tick // 60)]
+    assert windows == [(old, old // 60), (fresh_tick, now_tick // 60)]
 
 
 def test_the_window_of_a_late_tick_is_that_of_its_due_time(
