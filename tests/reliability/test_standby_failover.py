@@ -102,7 +102,17 @@ def test_survivor_with_standbys_takes_over_from_the_tail(broker_module: Embedded
         took = time.monotonic() - killed
         after = [r for r in read_json(broker.bootstrap, topics.releases, 1.0)
                  if r["seq"] > last_seq]
-        tables = recovery_tables(survivor.output()[seen:], f"{topics.app_id}-users-changelog")
+        changelog = f"{topics.app_id}-users-changelog"
+
+        def logged() -> list[tuple[str, dict[int, int]]] | None:
+            """Faust's recovery tables of the takeover: they may come after the first release
+            (the survivor's clock publishes as soon as it owns the releases)."""
+            found = recovery_tables(survivor.output()[seen:], changelog)
+            complete = {kind for kind, t in found if len(t) == 4}
+            return found if complete == {"highwater", "start"} else None
+
+        tables = wait_until(logged, 60, "the survivor's recovery tables in its log", 0.2,
+                            survivor)
         total = len(changelog_records(broker.bootstrap, topics.app_id))
     finally:
         for w in workers:
