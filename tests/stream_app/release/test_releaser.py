@@ -67,7 +67,9 @@ async def settings(broker: EmbeddedBroker, data_dir: Path, topics: tuple[str, ..
 
 
 async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
-    s = await settings(broker, data_dir, ("releases",), budget_total=3.5)
+    # no learning round in the ticks below (rounds are epoch-aligned: one a day, at midnight)
+    s = await settings(broker, data_dir, ("releases",), budget_total=3.5,
+                       learn_period_seconds=86400.0)
     parts = {0: partial(0, 10), 1: partial(1, 6)}  # X = 16 * 0.25 = 4
     owner = {"yes": True}
     # one group "default", uniform on {0, 1, 2}: value_presence theta = 2 / eps, charge 1
