@@ -203,3 +203,12 @@ def test_workers_keep_data_dir_on_a_named_volume(compose: dict[str, Any]) -> Non
     assert "ro" not in mode
     assert not source.startswith((".", "/")), "a named volume, not a bind mount"
     assert source in compose["volumes"]
+
+
+def test_workers_keep_their_users_on_disk_with_a_standby(compose: dict[str, Any]) -> None:
+    """The shipped stack runs the RocksDB store (the image has rocksdict: test_dockerfile.py)
+    on the data_dir volume above, each worker a standby of the other's partitions."""
+    settings = _worker_settings(compose)
+    assert settings.store == "rocksdb://"
+    assert 1 <= settings.table_standby_replicas < compose["services"]["worker"]["deploy"][
+        "replicas"]

@@ -1,7 +1,7 @@
 """deploy/Dockerfile and its .dockerignore, checked statically (no Docker engine runs here).
 
 Two stages: `build` makes the project's wheel from the build context; the final stage copies
-only that wheel, installs it without extras, runs as a numeric non-root user and has a
+only that wheel, installs it with the rocksdb extra only, runs as a numeric non-root user and has a
 HEALTHCHECK on /metrics. Every base image is pinned by digest. tests/ and docs/ never reach the
 build context.
 """
@@ -85,14 +85,59 @@ def test_the_final_stage_copies_only_the_wheel(dockerfile: Dockerfile) -> None:
     assert flags == {"from": "build"}
     *sources, dest = paths
     assert [s.rstrip("/") for s in sources] == [_wheel_dir(build)]
-    # ... and installs just that wheel, without extras (`pkg.whl[extra]` would name some)
+    # ... and installs just that wheel (with the rocksdb extra: the next test)
     installs = [r for r in final.all("RUN") if "pip install" in r]
     assert len(installs) == 1
-    args = installs[0].split("pip install", 1)[1].split("&&", 1)[0].split()
-    assert args == [dest.rstrip("/") + "/*.whl"], args
-    assert "[" not in installs[0]
+    assert dest.rstrip("/") + "/*.whl" in installs[0]
     # the build stage builds from the context the .dockerignore filters
     assert any(_copy_args(r)[1][0] == "." for r in build.all("COPY"))
+
+
+def _pip_install_argv(dockerfile: Dockerfile, tmp_path: Path) -> list[list[str]]:
+    """The final stage's install command run by /bin/sh, with the wheel directory holding one
+    wheel (tmp_path) and a stand-in ``pip`` on PATH that records its arguments."""
+    _, final = dockerfile.stages
+    (_, paths), = [_copy_args(rest) for rest in final.all("COPY")]
+    wheels = paths[-1].rstrip("/")
+    (run,) = [r for r in final.all("RUN") if "pip install" in r]
+    steps = run.split("&&")
+    install = " && ".join(steps[:next(i for i, c in enumerate(steps) if "pip install" in c) + 1])
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "pufferfish_stream-0.1.0-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "bin").mkdir()
+    pip = tmp_path / "bin" / "pip"
+    record = f'open({str(tmp_path / "argv")!r}, "a").write(json.dumps(sys.argv[1:]) + "\\n")'
+    pip.write_text(f"#!{sys.executable}\nimport json, sys\n{record}\n")
+    pip.chmod(0o755)
+    subprocess.run(["/bin/sh", "-c", install.replace(wheels, str(tmp_path / "wheels"))],
+                   env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}, check=True, timeout=30)
+    return [json.loads(line) for line in (tmp_path / "argv").read_text().splitlines()]
+
+
+def test_the_image_installs_the_rocksdb_extra(dockerfile: Dockerfile, tmp_path: Path) -> None:
+    """PUFFERFISH_STORE=rocksdb:// works in the shipped image: pip gets the wheel with the
+    rocksdb extra (the extra that requires rocksdict), and no other extra."""
+    argv = _pip_install_argv(dockerfile, tmp_path)
+    wheel = tmp_path / "wheels" / "pufferfish_stream-0.1.0-py3-none-any.whl"
+    assert argv == [["install", f"{wheel}[rocksdb]"]], argv
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["optional-dependencies"]
+    assert [r.split(">")[0].split("=")[0] for r in extras["rocksdb"]] == ["rocksdict"]
+
+
+def test_the_install_check_sees_a_glob_left_in_the_extra(dockerfile: Dockerfile,
+                                                         tmp_path: Path) -> None:
+    """`pip install /tmp/wheels/*.whl[rocksdb]` would hand pip the unexpanded pattern (a glob
+    with a character class): the check above must not accept it."""
+    build, final = dockerfile.stages
+    (_, paths), = [_copy_args(rest) for rest in final.all("COPY")]
+    wheels = paths[-1].rstrip("/")
+    instructions = [(k, f"pip install {wheels}/*.whl[rocksdb] && rm -rf {wheels}"
+                     if k == "RUN" and "pip install" in rest else rest)
+                    for k, rest in final.instructions]
+    bad = Dockerfile(dockerfile.global_args, [build, Stage(final.base, final.name, instructions)])
+    assert _pip_install_argv(bad, tmp_path) == [
+        ["install", f"{tmp_path / 'wheels'}/*.whl[rocksdb]"]]
 
 
 def test_runs_as_a_numeric_non_root_user(dockerfile: Dockerfile) -> None:

@@ -111,6 +111,20 @@ def test_configmap_plus_secret_is_a_valid_configuration(objects: Any) -> None:
     assert str(settings.data_dir) == mounts["data"]
 
 
+def test_workers_keep_their_users_on_a_claim_with_a_standby(objects: Any) -> None:
+    """The RocksDB store (the image has rocksdict: test_dockerfile.py) under data_dir, which
+    is each pod's own claim (not an emptyDir: it outlives the pod), one standby per partition."""
+    sts = _workers(objects)
+    env = objects[("ConfigMap", "pufferfish-config")]["data"]
+    settings = settings_from_env({k: v for k, v in env.items()})
+    assert settings.store == "rocksdb://"
+    assert 1 <= settings.table_standby_replicas < sts["spec"]["replicas"]
+    (mount,) = [m for m in _container(sts)["volumeMounts"] if m["mountPath"] == str(
+        settings.data_dir)]
+    claims = {c["metadata"]["name"] for c in sts["spec"]["volumeClaimTemplates"]}
+    assert mount["name"] in claims and not mount.get("readOnly")
+
+
 def test_volumes_are_declared(objects: Any) -> None:
     sts = _workers(objects)
     pod = sts["spec"]["template"]["spec"]
