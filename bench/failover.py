@@ -2,12 +2,20 @@
 (``producer_max_batch_size=1``); noida-db 0.2.3's group never settled with two members here
 (OffsetCommit "IllegalGeneration", a member rejoining for good: its known defect,
 ../shared/kafka.md), ``--brokers noida`` tries it anyway. Two workers on
-RocksDB with ``table_standby_replicas = 1`` share N users (one report each, 4 partitions); the
-one that owns the release partition is SIGKILLed. Measured: kill -> the survivor's next release
-(it includes the broker's session timeout, 6 s here: when the group learns of the death), and
-whether that release's sum is exact (epsilon = 1e6: theta = max|domain| / 1e6, the noise on the
-2**-10 grid is 0 except with probability ~e^-200, so noisy_sum must equal the sum of the values
-the bench sent, computed here).
+RocksDB with ``table_standby_replicas = 1`` share N users (one report each, 4 partitions); once
+the users changelog holds one record per user (the input is durable: a kill earlier makes the
+survivor replay input, at-least-once, and its first releases count fewer users) and a release
+has the exact sum, the one that owns the release partition is SIGKILLed. Measured: kill -> the
+survivor's next release, and whether its releases' sums are exact (epsilon = 1e6: theta =
+max|domain| / 1e6, the noise on the 2**-10 grid is 0 except with probability ~e^-200, so
+noisy_sum must equal the sum of the values the bench sent, computed here). The split, from the
+survivor's log (time since the kill of its first line of each): *rebalance seen* (its heartbeat
+answered "rebalancing": the broker's session timeout, 6 s here, plus up to one heartbeat
+interval, 1 s), *group joined* (tansu holds a JoinGroup for half the session timeout, 3 s; a real
+Kafka answers once every live member has joined), *worker ready* (Faust's recovery: the standby
+tail), *journals read from* and *journals read* (the new release owner reads both journals at
+once; ``journal_quiet_seconds`` = 1 s of quiet after their ends). ``--set KEY=VALUE``: worker
+settings over these.
 """
 
 from __future__ import annotations
@@ -16,12 +24,14 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +45,29 @@ from stream_app.metrics_page import totals
 NAME = "recovery-failover"
 EXACT = {"epsilon": "1000000", "store": "rocksdb://", "table_standby_replicas": "1"}
 HEADERS = ("broker", "users", "workers", "load s", "kill -> survivor's release s",
-           "release sum exact", "survivor's releases after the kill")
+           "release sum exact", "survivor's releases after the kill",
+           *(f"-> {step} s" for step in ("rebalance seen", "group joined", "worker ready",
+                                          "journals read from", "journals read")))
+# The survivor's log lines that split the takeover (their time since the kill, s)
+STEPS = ("because it is rebalancing", "Joined group", "Worker ready",
+         "reading the releases and priors journals", "journals restored")
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+def split(log: str, killed_at: float) -> list[float]:
+    """Seconds from the kill to the first line of each step after it (NaN: not logged)."""
+    out = []
+    for step in STEPS:
+        found = float("nan")
+        for line in log.splitlines():
+            m = STAMP.match(line)
+            if m and step in line:
+                at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if at >= killed_at:
+                    found = at - killed_at
+                    break
+        out.append(found)
+    return out
 
 
 def releases_total(worker: Any) -> float:
@@ -43,7 +75,28 @@ def releases_total(worker: Any) -> float:
         "pufferfish_releases_total", 0.0)
 
 
-def measure(kind: str, n: int, timeout: float) -> list[object]:
+def durable(bootstrap: str, changelog: str, n: int, deadline: float) -> None:
+    """Waits until the users changelog holds n records (one per user): the workers' input
+    offsets are committed only after that (design.md, "write window"). Handled is not enough:
+    a worker that applied its input may still be sending its changelog (one record per produce
+    request on tansu), and a kill then makes the survivor replay that input (at-least-once),
+    its first releases counting the replayed users again only as it goes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    try:
+        while sum(consumer.get_watermark_offsets(TopicPartition(changelog, p), timeout=10)[1]
+                  for p in range(PARTITIONS)) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the users changelog did not reach one record per user")
+            time.sleep(1.0)
+    finally:
+        consumer.close()
+
+
+def measure(kind: str, n: int, timeout: float, keep: Path | None = None,
+            extra: dict[str, str] | None = None) -> list[object]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     broker = Broker(kind, workdir)
     tag = f"fo{uuid.uuid4().hex[:6]}"
@@ -56,7 +109,7 @@ def measure(kind: str, n: int, timeout: float) -> list[object]:
         settings: dict[str, Any] = {
             **SETTINGS, **EXACT, "topic_reports": topic, "topic_membership": topic,
             **{f"topic_{k}": v for k, v in outputs.items()},
-            **(TANSU_EXACT if kind == "tansu" else {})}
+            **(TANSU_EXACT if kind == "tansu" else {}), **(extra or {})}
         workers = [start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
                                   index=i, **settings) for i in range(2)]
         t0 = time.monotonic()
@@ -73,6 +126,7 @@ def measure(kind: str, n: int, timeout: float) -> list[object]:
         def exact(rec: dict[str, Any]) -> bool:
             return bool(abs(rec["noisy_sum"] - expected) <= 1e-6 * max(1, expected))
 
+        durable(broker.bootstrap, f"bench-{tag}-users-changelog", n, deadline)
         while not (recs := asyncio.run(read_releases(broker.bootstrap, outputs["releases"]))) \
                 or not exact(recs[-1]):
             if time.monotonic() > deadline:
@@ -88,8 +142,10 @@ def measure(kind: str, n: int, timeout: float) -> list[object]:
         last_seq = max(r["seq"] for r in asyncio.run(
             read_releases(broker.bootstrap, outputs["releases"])))
         base = releases_total(survivor)
-        killed = time.monotonic()
+        killed, killed_at = time.monotonic(), time.time()
         os.kill(victim.proc.pid, signal.SIGKILL)
+        print(f"  SIGKILL at {time.strftime('%H:%M:%S', time.gmtime())}"
+              f".{int(time.time() % 1 * 1000):03d} UTC: {victim.log_path.name}", flush=True)
         victim.proc.wait(timeout=10)
         while releases_total(survivor) <= base:
             survivor.check_alive()
@@ -100,19 +156,25 @@ def measure(kind: str, n: int, timeout: float) -> list[object]:
         time.sleep(3.0)  # a few more of its releases, to check them all
         after = [r for r in asyncio.run(read_releases(broker.bootstrap, outputs["releases"]))
                  if r["seq"] > last_seq]
+        steps = split(survivor.log_path.read_text(errors="replace"), killed_at)
         return [kind, n, 2, load, took, all(exact(r) for r in after) and bool(after),
-                len(after)]
+                len(after), *steps]
     finally:
         for w in workers:
             w.stop(timeout=60)
         broker.stop()
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for log in workdir.glob("*.log"):
+                shutil.copy(log, keep / f"failover-{kind}-{n}-{log.name}")
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run(args: argparse.Namespace, argv: Sequence[str] | None, n: int) -> int:
     load_before = loadavg()
     kind = "tansu" if "tansu" in args.brokers else args.brokers[0]
-    row = measure(kind, 500 if args.quick else n, args.timeout)
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    row = measure(kind, 500 if args.quick else n, args.timeout, args.keep_logs, extra)
     print(_common.text_table(HEADERS, [row]))
     body = (f"{(__doc__ or '').strip()}\n\nLoad average (1, 5, 15 min): before {load_before}, "
             f"after {loadavg()}; os.cpu_count() {os.cpu_count()}.\n\n"

@@ -246,4 +246,4 @@ class PufferfishApp:
                 if v is not None}
 
     async def _run_clock(self) -> None:
-        await run_clock(self.releaser)
+        await run_clock(self.releaser, self.owns_release)

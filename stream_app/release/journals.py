@@ -4,11 +4,16 @@ durability": the journal fence)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from stream_app.domain.models import PriorsRecord, Release
 from stream_app.kafka.clients import aiokafka_kwargs
 from stream_app.kafka.topics import create_topics, journal_topics
 from stream_app.release.journal import Journal, bounded
 from stream_app.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class Journals:
@@ -20,12 +25,24 @@ class Journals:
 
     async def read_all(self) -> tuple[list[Release], list[PriorsRecord]]:
         """Every record of both journals (created first with one partition: a broker that lost
-        its topics would otherwise auto-create them with its default count)."""
+        its topics would otherwise auto-create them with its default count).
+
+        Both are read at once: each read waits ``journal_quiet_seconds`` of quiet after its end,
+        and one after the other a takeover waited for both (docs/operations.md, "Failover").
+        Nothing is used before both reads are complete, and either failing fails the sync."""
         s = self.settings
+        log.info("reading the releases and priors journals")
         await bounded(create_topics(aiokafka_kwargs(s), {s.topic_releases: 1, s.topic_priors: 1},
                                     journal_topics(s)), "journal topics")
-        releases = await self.releases.read_all()
-        priors = await self.priors.read_all()
+        reads = (asyncio.ensure_future(self.releases.read_all()),
+                 asyncio.ensure_future(self.priors.read_all()))
+        try:
+            releases, priors = await asyncio.gather(*reads)
+        except BaseException:
+            for read in reads:  # a read left running would share its consumer with the retry
+                read.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+            raise
         self._own.clear()
         return releases, priors
 

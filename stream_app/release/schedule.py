@@ -7,6 +7,9 @@ catching up) is handed over late, never skipped nor merged with the next: the la
 ``pufferfish_release_tick_lateness_seconds``. A tick left unsettled (not the owner, paused,
 broker trouble) is tried again shortly. Unlike Faust's ``app.timer``, the sleep is computed from
 the due time each round, so it does not drift under load.
+
+A worker that does not own the releases checks every ``OWNER_POLL_SECONDS`` whether it has become
+the owner (a takeover: the dead owner's ticks are due already), instead of waiting out the retry.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from stream_app.release.releaser import Releaser
 
@@ -21,10 +25,12 @@ log = logging.getLogger(__name__)
 
 MAX_SLEEP_SECONDS = 1.0  # re-read the wall clock at least this often (it may be stepped)
 RETRY_SECONDS = 1.0  # an unsettled tick is tried again after min(this, the period)
+OWNER_POLL_SECONDS = 0.1  # a cheap check (no I/O): the assignment and the recovery's state
 
 
-async def run_clock(releaser: Releaser) -> None:
-    """Run the public clock until cancelled (the worker's shutdown)."""
+async def run_clock(releaser: Releaser, owns: Callable[[], bool] | None = None) -> None:
+    """Run the public clock until cancelled (the worker's shutdown). ``owns``: whether this
+    worker owns the releases now (None: retry after the full delay)."""
     retry = min(RETRY_SECONDS, releaser.settings.release_period_seconds)
     while True:
         tick = releaser.next_tick()
@@ -39,4 +45,15 @@ async def run_clock(releaser: Releaser) -> None:
             log.error("tick %d failed (%s: %s); it is tried again", tick, type(exc).__name__,
                       exc)
         if releaser.next_tick() <= tick:
-            await asyncio.sleep(retry)
+            await retry_wait(retry, owns)
+
+
+async def retry_wait(retry: float, owns: Callable[[], bool] | None) -> None:
+    """``retry`` seconds, cut short when a worker that did not own the releases becomes their
+    owner (the tick is then tried at once: the journals are read before anything is drawn)."""
+    if owns is None or owns():
+        await asyncio.sleep(retry)
+        return
+    deadline = time.monotonic() + retry
+    while time.monotonic() < deadline and not owns():
+        await asyncio.sleep(min(OWNER_POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))

@@ -204,3 +204,39 @@ def test_a_takeover_restores_the_budget_of_the_window_it_publishes_in(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     asyncio.run(_takeover_window(broker, tmp_path))
+
+
+async def _becomes_owner(broker: EmbeddedBroker, tmp: Path, monkeypatch: pytest.MonkeyPatch
+                         ) -> None:
+    """A takeover: the clock tries the due tick as soon as the worker owns the releases, not
+    after the retry delay (30 s here: RETRY_SECONDS patched, the period 60 s)."""
+    from stream_app.release import schedule
+
+    monkeypatch.setattr(schedule, "RETRY_SECONDS", 30.0)
+    s = await settings(broker, tmp, ("releases",), budget_total=1e6,
+                       release_period_seconds=60.0)
+    owner = {"yes": False}
+    async with running(s, {0: partial(0, 8)}, lambda: owner["yes"]) as r:
+        r.ticks.cursor -= 1  # this minute's tick: due already (a dead owner's)
+        due = r.next_tick()
+        clock = asyncio.create_task(run_clock(r, lambda: owner["yes"]))
+        try:
+            await asyncio.sleep(0.5)  # tried once (not the owner), now waiting to retry
+            assert r.next_tick() == due
+            owner["yes"], became = True, time.monotonic()
+            while r.next_tick() == due and time.monotonic() - became < 20:
+                await asyncio.sleep(0.05)
+            took = time.monotonic() - became
+        finally:
+            clock.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await clock
+    # the journals read (quiet 0.3 s) and the release sent, far within the 30 s retry
+    assert took < 10, took
+    assert [x.tick for x in await read_journal(s, s.topic_releases, Release)] == [due]
+
+
+def test_a_new_owner_releases_its_due_tick_at_once(
+    broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(_becomes_owner(broker, tmp_path, monkeypatch))
