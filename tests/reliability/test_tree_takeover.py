@@ -141,10 +141,6 @@ class Changer:
 
 @pytest.mark.slow
 @pytest.mark.timeout(480)
-@pytest.mark.xfail(strict=False, reason="known defect, issue 36 left open: across a SIGKILL a "
-                   "window's admitted sum moved w + 1 times once in CI (a change counted at a "
-                   "window boundary by a partial from before the kill); docs/privacy.md states "
-                   "the boundary risk")
 def test_a_user_changing_all_the_time_moves_each_window_at_most_w_times_across_sigkills(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
