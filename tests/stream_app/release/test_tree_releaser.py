@@ -24,6 +24,7 @@ from stream_app.demo.broker import EmbeddedBroker
 from stream_app.domain.models import Partial, Release
 from stream_app.release.journal import read_journal
 from stream_app.release.tree_nodes import NodeRecord
+from stream_app.settings import Settings
 from tests.stream_app.release.test_releaser import running, settings
 
 pytestmark = pytest.mark.integration
@@ -37,12 +38,23 @@ def part(window: int, admitted: int) -> dict[int, Partial]:
                        previous_units=0)}
 
 
+async def tree_settings(broker: EmbeddedBroker, data_dir: Path, partitions: int = 1) -> Settings:
+    return await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
+                          release_mechanism="tree", budget_window_seconds=WINDOW,
+                          release_period_seconds=PERIOD, max_changes_per_window=W,
+                          budget_total=BUDGET, learn_period_seconds=86400 * 366,
+                          input_partitions=partitions)
+
+
+def first_tick_of_a_later_window() -> tuple[int, int]:
+    """A window that starts after the releasers do: every tick of it is due later (not
+    skipped); its number and first tick."""
+    window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
+    return window, window_ticks(window, PERIOD, WINDOW)[0]
+
+
 async def _tree(broker: EmbeddedBroker, data_dir: Path) -> None:
-    s = await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
-                       release_mechanism="tree", budget_window_seconds=WINDOW,
-                       release_period_seconds=PERIOD, max_changes_per_window=W,
-                       budget_total=BUDGET, learn_period_seconds=86400 * 366,
-                       input_partitions=1)
+    s = await tree_settings(broker, data_dir)
     # a window that starts after the releasers do: every tick of it is due later (not skipped)
     window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
     first, last = window_ticks(window, PERIOD, WINDOW)
@@ -97,13 +109,8 @@ def test_a_window_tree_on_the_broker_charged_once_and_continued_by_a_new_owner(
 
 
 async def _waits_then_freezes(broker: EmbeddedBroker, data_dir: Path) -> None:
-    s = await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
-                       release_mechanism="tree", budget_window_seconds=WINDOW,
-                       release_period_seconds=PERIOD, max_changes_per_window=W,
-                       budget_total=BUDGET, learn_period_seconds=86400 * 366,
-                       input_partitions=2)
-    window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
-    first, _ = window_ticks(window, PERIOD, WINDOW)
+    s = await tree_settings(broker, data_dir, partitions=2)
+    window, first = first_tick_of_a_later_window()
     parts = {0: part(window, 40)[0],
              1: Partial(partition=1, sum_units=8, window=window - 1, admitted_units=8)}
     published: list[Release] = []
@@ -139,13 +146,8 @@ def test_a_tick_waits_for_a_partition_behind_and_a_window_that_cannot_be_read_fr
 
 
 async def _failed_send_restart(broker: EmbeddedBroker, data_dir: Path) -> None:
-    s = await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
-                       release_mechanism="tree", budget_window_seconds=WINDOW,
-                       release_period_seconds=PERIOD, max_changes_per_window=W,
-                       budget_total=BUDGET, learn_period_seconds=86400 * 366,
-                       input_partitions=1)
-    window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
-    first, _ = window_ticks(window, PERIOD, WINDOW)
+    s = await tree_settings(broker, data_dir)
+    window, first = first_tick_of_a_later_window()
     parts = part(window, 40)
     async with running(s, parts) as r:
         async def lost(topic: str, payload: bytes) -> bool:
