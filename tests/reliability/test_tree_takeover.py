@@ -160,8 +160,10 @@ def test_a_user_changing_all_the_time_moves_each_window_at_most_w_times_across_s
         more_releases(6, a)
         b.kill9()
         more_releases(8, a)
+        outage = time.time()  # no worker alive: the ticks due until a is back are not released
         a.kill9()
         a = start("a")
+        outage_end = time.time()
         more_releases(8, a)
         held = a.metric("pufferfish_tree_changes_held_total") or 0.0
     finally:
@@ -185,3 +187,7 @@ def test_a_user_changing_all_the_time_moves_each_window_at_most_w_times_across_s
     # (ticks published late after a takeover read the state of their publication: a window
     # whose ticks came in one burst shows fewer moves, never more)
     assert all(n <= w for n in moves.values()), moves
+    ticks = [r["tick"] for r in journal]  # every tick published once: waits, no skips, except
+    gaps = sorted(set(range(ticks[0], ticks[-1] + 1)) - set(ticks))  # in the full outage
+    assert len(set(ticks)) == len(ticks)
+    assert all(outage - 1 <= k * PERIOD <= outage_end + 1 for k in gaps), (gaps, outage)
