@@ -138,6 +138,13 @@ def exact_float(units: int, grid_log2: int) -> float | None:
     return float(units * grid)  # exact: 53 significant bits, exponent within [-60, 113]
 
 
+def grid_units(value: float, grid_log2: int) -> int | None:
+    """``value / 2**grid_log2`` when that is an integer (the inverse of ``exact_float``), else
+    None."""
+    q = Fraction(value) / _grid(grid_log2)
+    return int(q) if q.denominator == 1 else None
+
+
 def secure_laplace_release(value: float, theta: float, grid_log2: int = -10) -> float:
     """Release value + g*Z, Z discrete Laplace with scale theta/g, g = 2**grid_log2.
 

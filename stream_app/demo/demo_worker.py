@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from stream_app.demo.worker_process import settings_env
 from stream_app.domain.models import Partial
-from stream_app.release.tree_release import window_units
+from stream_app.release.tree_release import partition_units
 from stream_app.settings import Settings
 
 if TYPE_CHECKING:
@@ -45,11 +45,11 @@ _Snapshot = TypeVar("_Snapshot", bound=Mapping[int, Partial])
 def truth_line(seq: int, grid_log2: int, partials: Mapping[int, Partial],
                window: int | None = None) -> str | None:
     """The tap's line; ``window``: a tree release, whose exact sum is each partition's admitted
-    contributions in that window (stream_app.release.tree_release.window_units; None when a
-    partition cannot tell it, as the releaser then skips the tick)."""
+    contributions in that window (stream_app.release.tree_release.partition_units; None when a
+    partition cannot tell it: the releaser then repeats the window's last exact sum)."""
     parts: dict[str, list[Any]] = {}
     for p, x in sorted(partials.items()):
-        units = x.sum_units if window is None else window_units([x], window)
+        units = x.sum_units if window is None else partition_units(x, window)
         if units is None:
             return None
         parts[str(p)] = [units, x.newest_ts]

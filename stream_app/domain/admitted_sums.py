@@ -36,17 +36,18 @@ class AdmittedSums:
         self.window = window
         self.dirty = True
 
-    def _rebuilt_previous(self, window: int) -> int | None:
+    def _rebuilt_previous(self, window: int) -> int:
+        """The final admitted sum of ``window - 1`` from the users' stored states; never
+        unknown, so that whether a release can read it never depends on users' data. A state
+        of a later window than the clock's (another worker's clock ahead: docs/privacy.md
+        states the assumption) gives its own window before's; a stored state without one
+        (older format) its raw contribution."""
         total = self.sum_units
         for at, gap, before in self.gaps.values():
-            if at == window:
-                if before is None:
-                    return None
-                total += before
+            if at >= window:
+                total += before or 0
             elif at == window - 1:
                 total += gap
-            elif at > window:
-                return None
         return total
 
     def note_admitted(self, user_id: str, state: Sequence[int] | None, raw: int) -> None:

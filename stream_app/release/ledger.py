@@ -156,6 +156,11 @@ class Ledger:
         self.window_rounds += 1
         return self.last_priors_seq
 
+    @property
+    def last_intent(self) -> Release | None:
+        """The last release written to the local file before its send (sent or not)."""
+        return self._local.last_release if self._local else None
+
     def intent(self, record: Release | None = None) -> bool:
         """Write the local high-water file before anything is sent; False if it failed, and
         then the latest charge is undone (nothing was sent: a failed tick charges nothing)."""

@@ -105,7 +105,7 @@ class Releaser:
             self.plan = self.recalibrate()
         self.metrics.priors_seq.set(self.priors_seq)
         if self.tree is not None:
-            self.tree.restore(releases, priors)
+            self.tree.restore(releases, priors, self.ledger.last_intent)
         if releases:
             self.metrics.theta.set(releases[-1].theta)
         self.synced = generation == self.pause.generation
@@ -200,18 +200,17 @@ class Releaser:
             self.ticks.settle(tick)  # no budget for the window's tree (tree_release.py)
             return None
         charge = plan.charge() if tree is None else tree.charge
+        partials = self.partials()
+        if tree is not None and not tree.ready(partials):
+            return None  # a partition behind the tick's window: tried again shortly
         if not await self.ready_to_draw(charge):
             if self.ledger.exhausted:
                 self.ticks.settle(tick)
             return None
-        partials = self.partials()
         total_units, _, consumed = combine(partials)
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
         noisy_units = (discrete_laplace_units(total_units, plan.theta, plan.grid_log2)
-                       if tree is None else await tree.draw(partials.values()))
-        if noisy_units is None:
-            self.ticks.settle(tick)  # a partition cannot tell the window's sum: nothing drawn
-            return None
+                       if tree is None else await tree.draw())
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         noisy = exact_float(noisy_units, plan.grid_log2)
         if noisy is None:

@@ -12,6 +12,7 @@ which with a published value gives the exact sum: it is operator-facing only, li
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,6 +20,7 @@ from typing import Protocol
 from pufferfish_core.errors import PufferfishError
 from pufferfish_core.tree import TreeMechanism
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class NodeDraw:
@@ -54,14 +56,33 @@ class TreeDraw:
 
 
 class WindowTree:
-    """The tree of ``window`` for ``mechanism``, continued from ``journal``."""
+    """The tree of ``window`` for ``mechanism``, continued from ``journal``; ``published``: the
+    noisy sum (grid units) and nodes of the window's last release in the releases journal.
 
-    def __init__(self, mechanism: TreeMechanism, window: int, journal: NodeJournal) -> None:
+    A window is *frozen* once a release of it found a partition that cannot tell its admitted
+    sum (two windows ahead of a late tick): from then on every release of the window shows
+    the exact sum of its last release again (that of the journal for a new owner), or, when
+    the window has none, the partitions' current contributions, which become its base. No
+    user's contribution moves in a frozen window, so the tick is published rather than
+    skipped (docs/privacy.md, "Continual release", "On the worker")."""
+
+    def __init__(self, mechanism: TreeMechanism, window: int, journal: NodeJournal,
+                 published: tuple[int, Sequence[str]] | None = None) -> None:
         self.mechanism = mechanism
         self.window = window
         self.journal = journal
+        self.published = published
         self.drawn: dict[str, int] = {}
         self.synced = False
+        self.last_exact: int | None = None  # the exact sum of the window's last release
+        self.frozen = False
+        self.waiting_said: tuple[int, ...] = ()
+
+    def note_waiting(self, partitions: tuple[int, ...], window_tick: int) -> None:
+        if partitions != self.waiting_said:
+            log.info("window %d tick %d waits for partitions %s to enter the window",
+                     self.window, window_tick, list(partitions))
+            self.waiting_said = partitions
 
     async def restore(self) -> None:
         """Adopt the journal's draws of this window (the first one of each node wins)."""
@@ -70,6 +91,10 @@ class WindowTree:
             self._check(draw)
             drawn.setdefault(draw.node, draw.units)
         self.drawn, self.synced = drawn, True
+        if self.last_exact is None and self.published is not None:
+            noisy, nodes = self.published  # journaled before it was sent: all drawn
+            if all(node in drawn for node in nodes):
+                self.last_exact = noisy - sum(drawn[node] for node in nodes)
 
     def _check(self, draw: NodeDraw) -> None:
         m = self.mechanism
@@ -79,10 +104,22 @@ class WindowTree:
                 f"{draw.arity}, ticks {draw.ticks}) is not this one (scale {m.scale}, arity "
                 f"{m.shape.arity}, ticks {m.shape.ticks}); a window's tree is fixed when it opens")
 
-    async def release(self, tick: int, exact_units: int) -> TreeDraw:
-        """S_tick + the noise of the base and tick's prefix nodes, drawing the missing ones."""
+    async def release(self, tick: int, exact_units: int | None,
+                      snapshot: int | None = None) -> TreeDraw:
+        """S_tick + the noise of the base and tick's prefix nodes, drawing the missing ones;
+        ``exact_units`` None: the window is frozen from now on (``snapshot``: its base if it
+        has no release yet)."""
         if not self.synced:
             await self.restore()
+        if exact_units is None and not self.frozen:
+            log.warning("window %d frozen at tick %d: a partition cannot tell its admitted sum "
+                        "(two windows ahead); its later releases repeat the last exact sum",
+                        self.window, tick)
+            self.frozen = True
+        if self.frozen:
+            exact_units = self.last_exact if self.last_exact is not None else snapshot
+        if exact_units is None:
+            raise ValueError("a frozen window without a release needs a snapshot")
         m = self.mechanism
         nodes = m.draws(tick)
         fresh = [NodeDraw(self.window, node, m.draw_units(), m.scale, m.shape.arity,
@@ -95,4 +132,5 @@ class WindowTree:
                 raise
             self.drawn.update((d.node, d.units) for d in fresh)
         noise = sum(self.drawn[node] for node in nodes)
+        self.last_exact = exact_units
         return TreeDraw(tick, exact_units + noise, tuple(nodes))

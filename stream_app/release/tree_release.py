@@ -12,14 +12,14 @@ Every field a release gains is a function of the settings, the clock and the pub
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Iterable, Sequence
-from fractions import Fraction
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from pufferfish_core.budget import exact_decimal
+from pufferfish_core.noise import grid_units
 from pufferfish_core.plan import ReleasePlan
 from pufferfish_core.schedule import learning_ticks, window_ticks
 from pufferfish_core.tree import TreeMechanism, tree_mechanism
+from pufferfish_core.tree_plan import release_budget
 from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.domain.priors import PublicPriors, plan_for
 from stream_app.metrics import Metrics
@@ -34,58 +34,90 @@ log = logging.getLogger(__name__)
 
 def tree_epsilon(settings: Settings, window: int) -> float:
     """The window's budget for its tree: budget_total minus epsilon_learn per learning round
-    due in the window, rounded down to a float whose decimal the accountant adds exactly."""
+    due in the window (``core.tree_plan.release_budget``, as ``pufferfish plan`` computes it);
+    0 when the rounds leave nothing."""
     s = settings
     assert s.budget_window_seconds is not None
     first, last = window_ticks(window, s.release_period_seconds, s.budget_window_seconds)
     rounds = (learning_ticks(max(first, 1), last, s.release_period_seconds,
                              s.learn_period_seconds) if s.prior_source == "learned" else 0)
-    left = exact_decimal(s.budget_total) - rounds * exact_decimal(s.epsilon_learn)
-    eps = float(left)
-    while eps > 0 and exact_decimal(eps) > left:
-        eps = math.nextafter(eps, 0.0)
-    return eps if left > Fraction(0) else 0.0
+    return max(release_budget(s.budget_total, rounds, s.epsilon_learn), 0.0)
 
 
-def window_units(partials: Sequence[Partial], window: int) -> int | None:
-    """The sum of admitted contributions in ``window`` over the partitions; None when a partition
-    cannot tell it (it entered a later window and does not know the final one of ``window``)."""
-    total = 0
-    for p in partials:
-        if p.window is None or p.window < window or p.admitted_units is None:
-            total += p.sum_units  # behind: no record in the window yet, its base is the raw sum
-        elif p.window == window:
-            total += p.admitted_units
-        elif p.window == window + 1 and p.previous_units is not None:
-            total += p.previous_units  # ahead: the window's final admitted sum
-        else:
-            return None
-    return total
+def partition_units(p: Partial, window: int) -> int | None:
+    """A partition's admitted sum for ``window`` when its partial is in the window or just
+    after it (its final one); None when it cannot tell (two windows ahead). A partition behind
+    the window (``behind``) is never read: the release waits for it."""
+    if p.window == window:
+        return p.admitted_units
+    if p.window == window + 1 and p.previous_units is not None:
+        return p.previous_units
+    return None
+
+
+def behind(p: Partial | None, window: int) -> bool:
+    """The partition has not shown that it entered ``window`` (no partial, an independent-mode
+    one, or one of an earlier window): its admitted sum for the window is not known yet."""
+    return p is None or p.window is None or p.admitted_units is None or p.window < window
+
+
+@dataclass(frozen=True)
+class WindowReading:
+    """What the partials tell of a window's admitted sum at one tick."""
+
+    waiting_for: tuple[int, ...]  # partitions behind the window: the tick waits for them
+    units: int | None  # the sum; None: a partition cannot tell it (the window is frozen)
+    snapshot: int  # every partition's current contribution: a frozen window's base if needed
+
+
+def read_window(partials: Mapping[int, Partial], window: int, partitions: int) -> WindowReading:
+    """The window's admitted sum over the input partitions 0..partitions-1 (and any other one
+    that published), docs/privacy.md "Continual release", "On the worker"."""
+    keys = sorted(set(range(partitions)) | set(partials))
+    waiting = tuple(k for k in keys if behind(partials.get(k), window))
+    total: int | None = 0
+    snapshot = 0
+    for k in keys:
+        p = partials.get(k)
+        if p is None or k in waiting:
+            continue
+        units = partition_units(p, window)
+        snapshot += p.sum_units if units is None else units
+        total = None if total is None or units is None else total + units
+    return WindowReading(waiting, total, snapshot)
 
 
 class OpenTree:
     """One tick's use of its window's tree: the charge, the draw and what the record says."""
 
-    def __init__(self, tree: WindowTree, tick: int, first: int, charge: float) -> None:
+    def __init__(self, tree: WindowTree, tick: int, first: int, charge: float,
+                 partitions: int) -> None:
         self.tree = tree
         self.window = tree.window
         self.window_tick = tick - first
         self.charge = charge
+        self.partitions = partitions
         self.drawn: TreeDraw | None = None
+        self.reading: WindowReading | None = None
 
     @property
     def mechanism(self) -> TreeMechanism:
         return self.tree.mechanism
 
-    async def draw(self, partials: Iterable[Partial]) -> int | None:
-        """The noisy sum in grid units (its nodes journaled first); None when a partition
-        cannot tell the window's sum (nothing drawn)."""
-        total = window_units(list(partials), self.window)
-        if total is None:
-            log.warning("window %d: a partition is two windows ahead or lost the window's "
-                        "final sum; tick %d skipped", self.window, self.window_tick)
-            return None
-        self.drawn = await self.tree.release(self.window_tick, total)
+    def ready(self, partials: Mapping[int, Partial]) -> bool:
+        """Every input partition shows the window (else the tick is tried again: reading a
+        partition behind it could show a change counted in the window before)."""
+        self.reading = read_window(partials, self.window, self.partitions)
+        if self.reading.waiting_for:
+            self.tree.note_waiting(self.reading.waiting_for, self.window_tick)
+            return False
+        return True
+
+    async def draw(self) -> int:
+        """The noisy sum in grid units (its nodes journaled first)."""
+        assert self.reading is not None and not self.reading.waiting_for
+        self.drawn = await self.tree.release(self.window_tick, self.reading.units,
+                                             self.reading.snapshot)
         return self.drawn.noisy_units
 
 
@@ -100,10 +132,17 @@ class TreeReleases:
         self.priors: list[PriorsRecord] = []  # every published round (the opening laws)
         self.tree: WindowTree | None = None
         self.paid: set[int] = set()  # windows whose tree charge is on the books
+        self.published: dict[int, Release] = {}  # each window's last release in the journal
 
-    def restore(self, releases: Sequence[Release], priors: Sequence[PriorsRecord]) -> None:
-        """After the journals were read: the windows charged, and the tree read again."""
-        self.paid = {r.window for r in releases if r.mechanism == "tree" and r.window is not None}
+    def restore(self, releases: Sequence[Release], priors: Sequence[PriorsRecord],
+                intent: Release | None = None) -> None:
+        """After the journals were read: the windows charged (``intent``: the local file's last
+        release, whose send may have failed: its window's charge is on this host's books too),
+        and the tree read again."""
+        self.paid = {r.window for r in [*releases, *([intent] if intent else [])]
+                     if r.mechanism == "tree" and r.window is not None}
+        self.published = {r.window: r for r in releases
+                          if r.mechanism == "tree" and r.window is not None}  # the last one
         self.priors = list(priors)
         self.tree = None
         self.journal.forget()
@@ -131,9 +170,13 @@ class TreeReleases:
                 return None
             m = tree_mechanism(last - first + 1, s.max_changes_per_window, s.pairs,
                                self.opening_plan(first).spread, s.domain, eps, s.grid_log2)
-            self.tree = WindowTree(m, window, self.journal)
+            latest = self.published.get(window)
+            units = None if latest is None else grid_units(latest.noisy_sum, s.grid_log2)
+            published = (None if latest is None or units is None
+                         else (units, tuple(latest.nodes or ())))
+            self.tree = WindowTree(m, window, self.journal, published)
         charge = 0.0 if window in self.paid else self.tree.mechanism.charge()
-        return OpenTree(self.tree, tick, first, charge)
+        return OpenTree(self.tree, tick, first, charge, s.input_partitions)
 
     def charged(self, window: int) -> None:
         """The window's charge is on the books (kept even when the release is not sent)."""

@@ -21,6 +21,7 @@ from pufferfish_core.noise import (
     discrete_laplace_units,
     exact_float,
     grid_contains,
+    grid_units,
     sample_discrete_laplace,
     secure_laplace_release,
 )
@@ -222,3 +223,11 @@ def test_exact_float_refuses_rather_than_rounds() -> None:
     assert exact_float(3, -60) == 3 * 2.0**-60
     with pytest.raises(PufferfishInputError):
         exact_float(1.0, -10)  # type: ignore[arg-type]
+
+
+def test_grid_units_is_exact_float_backwards() -> None:
+    assert grid_units(1.25, -2) == 5 and grid_units(-3.0, 0) == -3
+    assert grid_units(0.1, -10) is None  # not on the 2**-10 grid
+    assert grid_units(2.0**60, 58) == 4
+    for units in (0, 1, -7, MAX_EXACT_UNITS):
+        assert grid_units(exact_float(units, -10), -10) == units  # type: ignore[arg-type]

@@ -530,3 +530,34 @@ def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
         if cur["epsilon_spent"] < prev["epsilon_spent"]:
             decreases.append((int(cur["seq"]), prev["epsilon_spent"], cur["epsilon_spent"]))
     return JournalCheck(len(releases), len(by_seq), repeats, sorted(conflicting), decreases)
+
+
+class Cluster:
+    """Workers ``a``, ``b``, ... on shared topics, each with its own data_dir, restarted by name
+    (fresh ports each time); ``more_releases`` is a scenario's pace: someone owns the clock."""
+
+    def __init__(self, broker_url: str, bootstrap: str, topics: Topics, tmp_path: Path,
+                 settings: Mapping[str, str], names: Sequence[str] = ("a", "b")) -> None:
+        self.bootstrap, self.topics, self.tmp_path = bootstrap, topics, tmp_path
+        self.env = {name: worker_env(broker_url, topics, tmp_path / f"data-{name}",
+                                     dict(settings)) for name in names}
+        self.workers: list[Worker] = []
+
+    def start(self, name: str) -> Worker:
+        worker = Worker(fresh_ports(self.env[name]), self.tmp_path,
+                        f"{name}{len(self.workers)}").start()
+        self.workers.append(worker)
+        wait_ready(worker)
+        return worker
+
+    def releases(self) -> list[dict[str, Any]]:
+        return read_all_json(self.bootstrap, self.topics.releases)
+
+    def more_releases(self, n: int, worker: Worker) -> None:
+        have = len(self.releases())
+        wait_until(lambda: len(self.releases()) >= have + n, 120, f"{n} more releases", 0.5,
+                   worker)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()

@@ -23,10 +23,10 @@ from pufferfish_core.plan import learning_due
 from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
+    Cluster,
     Topics,
     Worker,
     check_journal,
-    fresh_ports,
     membership,
     new_topics,
     produce_raw,
@@ -113,23 +113,8 @@ def test_rolling_restarts_and_rebalances_keep_one_release_and_the_due_rounds_per
     settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_RELEASE_PERIOD_SECONDS": str(period),
                 "PUFFERFISH_LEARN_PERIOD_SECONDS": str(learn), "PUFFERFISH_EPSILON_LEARN": "1e6",
                 "PUFFERFISH_BUDGET_WINDOW_SECONDS": str(window)}
-    env = {name: worker_env(broker.url, topics, tmp_path / f"data-{name}", settings)
-           for name in ("a", "b")}
-    workers: list[Worker] = []
-
-    def start(name: str) -> Worker:
-        w = Worker(fresh_ports(env[name]), tmp_path, f"{name}{len(workers)}").start()
-        workers.append(w)
-        wait_ready(w)
-        return w
-
-    def releases() -> list[dict[str, Any]]:
-        return read_all_json(broker.bootstrap, topics.releases)
-
-    def more_releases(n: int, worker: Worker) -> None:
-        """The scenario's pace: wait for n more releases (someone owns the clock again)."""
-        have = len(releases())
-        wait_until(lambda: len(releases()) >= have + n, 120, f"{n} more releases", 0.5, worker)
+    cluster = Cluster(broker.url, broker.bootstrap, topics, tmp_path, settings)
+    start, releases, more_releases = cluster.start, cluster.releases, cluster.more_releases
 
     try:
         a = start("a")
@@ -145,8 +130,7 @@ def test_rolling_restarts_and_rebalances_keep_one_release_and_the_due_rounds_per
         b = start("b")
         more_releases(6, b)
     finally:
-        for w in workers:
-            w.stop()
+        cluster.stop()
     journal, priors = releases(), read_all_json(broker.bootstrap, topics.priors)
     ticks = ticks_of(journal)
     assert_consecutive(ticks)  # a worker was up throughout: no gap, none twice

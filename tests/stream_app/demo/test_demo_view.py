@@ -238,13 +238,15 @@ def test_the_truth_of_a_tree_release_is_the_admitted_sum_of_its_window() -> None
     partials = {
         0: Partial(partition=0, sum_units=900, window=7, admitted_units=500),  # held changes
         1: Partial(partition=1, sum_units=300, window=8, admitted_units=40, previous_units=250),
-        2: Partial(partition=2, sum_units=70),  # no record in the tree's window yet: raw
+        2: Partial(partition=2, sum_units=70, window=7, admitted_units=70),
     }
     doc = json.loads(truth_line(3, -10, partials, window=7) or "")
     assert doc["partitions"] == {"0": [500, 0.0], "1": [250, 0.0], "2": [70, 0.0]}
     # independent: the raw sums, as before
     raw = json.loads(truth_line(3, -10, partials) or "")
     assert [v[0] for v in raw["partitions"].values()] == [900, 300, 70]
-    # a partition two windows ahead cannot tell window 7's final sum: no line (exact_sum n/a)
+    # a partition two windows ahead cannot tell window 7's final sum (the releaser repeats the
+    # window's last exact sum), nor can one behind it (the releaser waits): no line
     ahead = {0: Partial(partition=0, sum_units=1, window=9, admitted_units=1, previous_units=1)}
     assert truth_line(3, -10, ahead, window=7) is None
+    assert truth_line(3, -10, {2: Partial(partition=2, sum_units=70)}, window=7) is None

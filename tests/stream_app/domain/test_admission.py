@@ -165,3 +165,15 @@ def test_one_batch_admits_what_record_by_record_admits(seed: int) -> None:
     assert batched.aggregates[0].admitted_units == single.aggregates[0].admitted_units
     held = batched.metrics.tree_changes_held._value.get()
     assert held == single.metrics.tree_changes_held._value.get() and held > 0
+
+
+def test_a_rebuilt_aggregate_always_knows_the_window_before() -> None:
+    """Whether a late tick can read the window before's final sum must not depend on users'
+    data: a rebuilt partition tells it even when a stored state is of a later window (another
+    worker's clock ahead: its own window before's final) or of the older three-field format
+    (its raw contribution)."""
+    agg = PartitionAggregate(partition=0, sum_units=50)  # raw: a 30, b 20
+    agg.note_admitted("a", [7, 10, 2, 40], 30)  # window 7 (clock ahead), 6 ended at 40
+    agg.note_admitted("b", [5, 4, 1], 20)  # older format: no window before
+    agg.roll(5)
+    assert agg.previous_units == 40 + 20

@@ -140,3 +140,34 @@ async def test_a_journal_of_another_tree_is_refused(tmp_path: Path) -> None:
     other = WindowTree(mechanism(epsilon=0.02), 0, FileNodeJournal(path))
     with pytest.raises(TreeMismatch, match="fixed when it opens"):
         await other.release(2, 0)
+
+
+async def test_a_frozen_window_repeats_its_last_exact_sum(tmp_path: Path) -> None:
+    """A release that cannot read the window's sum (None) freezes the window: it and every
+    later release of it show the last release's exact sum, whatever is passed later, so no
+    user's contribution moves; a new owner finds that sum from the journal and the last
+    published release (its noisy sum and nodes)."""
+    path = tmp_path / "nodes.jsonl"
+    m = mechanism()
+    tree = WindowTree(m, 3, FileNodeJournal(path))
+    first = [await tree.release(t, exact(t)) for t in range(4)]
+    frozen = [await tree.release(4, None, snapshot=1), await tree.release(5, exact(5))]
+    lines = journal_lines(path)
+    for r in frozen:
+        assert r.noisy_units - noise_of(lines, r.nodes) == exact(3)
+    last = frozen[-1]
+    owner = WindowTree(m, 3, FileNodeJournal(path), (last.noisy_units, last.nodes))
+    later = await owner.release(6, None, snapshot=1)
+    assert later.noisy_units - noise_of(journal_lines(path), later.nodes) == exact(3)
+    assert first[0].noisy_units - noise_of(lines, first[0].nodes) == exact(0)
+
+
+async def test_a_window_frozen_before_its_first_release_takes_the_snapshot(
+        tmp_path: Path) -> None:
+    tree = WindowTree(mechanism(), 0, FileNodeJournal(tmp_path / "j"))
+    a = await tree.release(2, None, snapshot=555)
+    b = await tree.release(3, exact(3))
+    lines = journal_lines(tmp_path / "j")
+    assert [r.noisy_units - noise_of(lines, r.nodes) for r in (a, b)] == [555, 555]
+    with pytest.raises(ValueError):
+        await WindowTree(mechanism(), 1, FileNodeJournal(tmp_path / "k")).release(0, None)

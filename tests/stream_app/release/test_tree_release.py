@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pufferfish_core.budget import Accountant
 from stream_app.domain.models import Partial
-from stream_app.release.tree_release import tree_epsilon, window_units
+from stream_app.release.tree_release import partition_units, read_window, tree_epsilon
 from stream_app.settings import Settings
 
 
@@ -32,16 +32,38 @@ def test_the_tree_gets_the_window_budget_minus_its_learning_rounds() -> None:
     assert tree_epsilon(settings(budget_total=2.0), 1) == 0.0  # the rounds take it all
 
 
-def test_a_release_reads_each_partition_at_its_window() -> None:
-    def part(p: int, raw: int, window: int | None, admitted: int | None = None,
-             previous: int | None = None) -> Partial:
-        return Partial(partition=p, sum_units=raw, window=window, admitted_units=admitted,
-                       previous_units=previous)
+def part(p: int, raw: int, window: int | None, admitted: int | None = None,
+         previous: int | None = None) -> Partial:
+    return Partial(partition=p, sum_units=raw, window=window, admitted_units=admitted,
+                   previous_units=previous)
 
-    behind = part(0, 100, 4, 90, 80)  # no record consumed in window 5 yet: its base is raw
+
+def test_a_release_reads_each_partition_at_its_window() -> None:
     inside = part(1, 50, 5, 40, 30)
     ahead = part(2, 70, 6, 60, 20)  # in window 6: window 5 ended at 20
-    assert window_units([behind, inside, ahead], 5) == 100 + 40 + 20
-    assert window_units([part(0, 7, None)], 5) == 7  # independent-mode partials: raw
-    assert window_units([part(0, 7, 6, 7, None)], 5) is None  # window 5's end unknown
-    assert window_units([part(0, 7, 7, 7, 3)], 5) is None  # two windows ahead
+    got = read_window({1: inside, 2: ahead}, 5, partitions=3)
+    assert got.waiting_for == (0,)  # partition 0 never published: wait for it
+    got = read_window({0: part(0, 9, 5, 8, 1), 1: inside, 2: ahead}, 5, partitions=3)
+    assert (got.waiting_for, got.units, got.snapshot) == ((), 8 + 40 + 20, 8 + 40 + 20)
+    assert partition_units(inside, 5) == 40 and partition_units(ahead, 5) == 20
+
+
+def test_a_partition_behind_the_window_is_waited_for_never_read() -> None:
+    """Its raw sum is the window's base only if no change reached it after that partial: a
+    worker killed (or a partial delayed) at the boundary would show a change of the window
+    before inside this one, one more than w. So a tick of window 5 waits for every partition
+    to show window 5 or later."""
+    for stale in (part(0, 100, 4, 90, 80), part(0, 7, None),  # behind; independent mode
+                  part(0, 7, 5, None)):  # no admitted sum
+        got = read_window({0: stale, 1: part(1, 50, 5, 40, 30)}, 5, partitions=2)
+        assert got.waiting_for == (0,), stale
+    extra = read_window({0: part(0, 1, 5, 1), 3: part(3, 2, 4, 2)}, 5, partitions=1)
+    assert extra.waiting_for == (3,)  # a partition beyond the setting counts too
+
+
+def test_a_partition_that_cannot_tell_the_window_freezes_it() -> None:
+    two_ahead = part(0, 70, 7, 60, 30)  # window 6's final only: window 5's is gone
+    got = read_window({0: two_ahead, 1: part(1, 50, 5, 40, 30)}, 5, partitions=2)
+    assert (got.waiting_for, got.units) == ((), None)
+    assert got.snapshot == 70 + 40  # current contributions: the base if the window has none
+    assert partition_units(part(0, 7, 6, 7, None), 5) is None  # window 5's end unknown

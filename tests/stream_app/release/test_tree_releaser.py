@@ -24,6 +24,7 @@ from stream_app.demo.broker import EmbeddedBroker
 from stream_app.domain.models import Partial, Release
 from stream_app.release.journal import read_journal
 from stream_app.release.tree_nodes import NodeRecord
+from stream_app.settings import Settings
 from tests.stream_app.release.test_releaser import running, settings
 
 pytestmark = pytest.mark.integration
@@ -37,11 +38,23 @@ def part(window: int, admitted: int) -> dict[int, Partial]:
                        previous_units=0)}
 
 
+async def tree_settings(broker: EmbeddedBroker, data_dir: Path, partitions: int = 1) -> Settings:
+    return await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
+                          release_mechanism="tree", budget_window_seconds=WINDOW,
+                          release_period_seconds=PERIOD, max_changes_per_window=W,
+                          budget_total=BUDGET, learn_period_seconds=86400 * 366,
+                          input_partitions=partitions)
+
+
+def first_tick_of_a_later_window() -> tuple[int, int]:
+    """A window that starts after the releasers do: every tick of it is due later (not
+    skipped); its number and first tick."""
+    window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
+    return window, window_ticks(window, PERIOD, WINDOW)[0]
+
+
 async def _tree(broker: EmbeddedBroker, data_dir: Path) -> None:
-    s = await settings(broker, data_dir, ("releases", "priors", "pufferfish-tree-nodes"),
-                       release_mechanism="tree", budget_window_seconds=WINDOW,
-                       release_period_seconds=PERIOD, max_changes_per_window=W,
-                       budget_total=BUDGET, learn_period_seconds=86400 * 366)
+    s = await tree_settings(broker, data_dir)
     # a window that starts after the releasers do: every tick of it is due later (not skipped)
     window = math.floor(latest_tick(time.time(), PERIOD) * PERIOD / WINDOW) + 2
     first, last = window_ticks(window, PERIOD, WINDOW)
@@ -93,3 +106,66 @@ async def _tree(broker: EmbeddedBroker, data_dir: Path) -> None:
 def test_a_window_tree_on_the_broker_charged_once_and_continued_by_a_new_owner(
         broker: EmbeddedBroker, tmp_path: Path) -> None:
     asyncio.run(_tree(broker, tmp_path))
+
+
+async def _waits_then_freezes(broker: EmbeddedBroker, data_dir: Path) -> None:
+    s = await tree_settings(broker, data_dir, partitions=2)
+    window, first = first_tick_of_a_later_window()
+    parts = {0: part(window, 40)[0],
+             1: Partial(partition=1, sum_units=8, window=window - 1, admitted_units=8)}
+    published: list[Release] = []
+    async with running(s, parts) as r:
+        assert await r.on_clock(first) is None  # partition 1 is behind the window: it waits
+        assert r.next_tick() <= first  # not settled: tried again, never skipped
+        parts[1] = Partial(partition=1, sum_units=12, window=window, admitted_units=12)
+        for tick in (first, first + 1):
+            record = await r.on_clock(tick)
+            assert record is not None and record.tick == tick
+            published.append(record)
+        # partition 0 two windows ahead: window's sum unknown, the window freezes at 40 + 12
+        parts[0] = Partial(partition=0, sum_units=99, window=window + 2, admitted_units=99,
+                           previous_units=77)
+        record = await r.on_clock(first + 2)
+        assert record is not None
+        published.append(record)
+    parts[0] = Partial(partition=0, sum_units=120, window=window + 2, admitted_units=120,
+                       previous_units=88)  # a new owner finds 52 from the journals
+    async with running(s, parts) as r:
+        record = await r.on_clock(first + 3)
+        assert record is not None and record.tick == first + 3
+        published.append(record)
+    nodes = await read_journal(s, s.topic_tree_nodes, NodeRecord)
+    noise = {n.node: n.units for n in nodes if n.window == window}
+    exact = [round(r.noisy_sum * GRID) - sum(noise[n] for n in r.nodes or []) for r in published]
+    assert exact == [52, 52, 52, 52]
+
+
+def test_a_tick_waits_for_a_partition_behind_and_a_window_that_cannot_be_read_freezes(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_waits_then_freezes(broker, tmp_path))
+
+
+async def _failed_send_restart(broker: EmbeddedBroker, data_dir: Path) -> None:
+    s = await tree_settings(broker, data_dir)
+    window, first = first_tick_of_a_later_window()
+    parts = part(window, 40)
+    async with running(s, parts) as r:
+        async def lost(topic: str, payload: bytes) -> bool:
+            if topic == s.topic_releases:
+                return False  # the broker never acknowledged the release: nothing published
+            return await real(topic, payload)  # (the node journal's appends land)
+
+        real = r.publisher.send
+        r.publisher.send = lost  # type: ignore[method-assign]
+        assert await r.on_clock(first) is None
+        r.publisher.send = real  # type: ignore[method-assign]
+    async with running(s, parts) as r:  # a restart on the same host (the same local file)
+        record = await r.on_clock(first + 1)
+    assert record is not None and record.window == window
+    # the window's charge is on this host's books already: not charged again
+    assert record.charge == 0.0 and record.epsilon_spent == BUDGET
+
+
+def test_a_restart_after_a_failed_send_does_not_charge_the_window_twice(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_failed_send_restart(broker, tmp_path))
