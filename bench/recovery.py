@@ -289,11 +289,12 @@ def _common_run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def older_release(to_metrics: float, counted: float, released: float) -> object:
+def older_release(*figures: object) -> object:
     """The restart -> release of a row measured before 2026-11-28 04:10 UTC, when the bench
     waited for the release only once the report was counted and added that wait to restart ->
     /metrics: a release seen at once had come before the count (between the two: a range),
     otherwise it came that long after the count."""
+    to_metrics, counted, released = (float(str(f)) for f in figures)
     after = released - to_metrics
     if after < 0.2:
         return f"{_common.fmt(to_metrics)}-{_common.fmt(counted)} (a)"
