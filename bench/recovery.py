@@ -27,6 +27,13 @@ release tick adds at most 1 s to "next release"). Per (broker, store, N):
    restarted worker's rebuilds from stored users (or the memory store's recovered users), summed
    over partitions, as it logs them ("rebuilt the aggregates of partitions ... in X s"); 0 when
    every aggregate came from its kept checkpoint.
+4. **the public clock** (the release timer is the worker's own scheduler, not a mode timer, so
+   3. does not see it): from the restart until the recovery is over and 2 s more, *ticks
+   missed* (ticks from the restarted worker's first release to its newest without a release
+   of their own; those due before its process started are the stop's gap, by design: late
+   ticks are published late, never dropped, so 0) and the *worst tick lateness* (a release's
+   ``ts`` minus its tick's due time: the ticks due while the worker starts are published late,
+   at once, when its releaser is ready).
 
 Brokers: noida-db (correct log-end offsets: Faust's recovery works with the default producer
 batching) and tansu (in memory; its ListOffsets defect needs ``producer_max_batch_size=1``, one
@@ -52,6 +59,7 @@ from typing import Any
 
 from bench import _common
 from bench.harness import PARTITIONS, Worker, loadavg, start_pipeline
+from bench.markers import read_releases
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 from stream_app.metrics_page import totals
@@ -67,7 +75,8 @@ TANSU_EXACT = {"producer_max_batch_size": "1", "producer_linger_seconds": "0"}
 HEADERS = ("broker", "store", "stop", "users", "load s", "load users/s", "RSS B/user loaded",
            "RSS B/user restored", "disk B/user", "restart -> /metrics s",
            "-> report counted s", "-> next release s", "worst timer drift s", "timer",
-           "worst timer overrun s", "timer", "aggregate rebuild s")
+           "worst timer overrun s", "timer", "aggregate rebuild s", "ticks missed",
+           "worst tick lateness s")
 ROWS_MARK = re.compile(r"<!-- rows: (.*?) -->", re.DOTALL)
 
 
@@ -177,6 +186,21 @@ LATE = re.compile(r"Timer (\S+) woke up too late, with a drift of \+([0-9.]+)")
 OVERLAP = re.compile(r"Timer (\S+) is overlapping \(interval=([0-9.]+) runtime=([0-9.]+)\)")
 
 
+def public_clock(releases: list[dict[str, Any]], started: float, until: float,
+                 period: float) -> tuple[int, float]:
+    """(ticks missed, the worst lateness) of the public clock from the restart (``started``,
+    wall clock) until the recovery is over (``until``): every tick from the first published by
+    the restarted worker (the first due after its process started: those due before are the
+    stop's gap) to the newest must have a release (a late one is published late), and its
+    lateness is its ``ts`` minus its due time."""
+    mine = [r for r in releases if r.get("tick") is not None and started <= r["ts"] <= until]
+    if not mine:
+        return 0, float("nan")
+    published = {int(r["tick"]) for r in mine}
+    missed = sum(1 for k in range(min(published), max(published) + 1) if k not in published)
+    return missed, max(r["ts"] - r["tick"] * period for r in mine)
+
+
 def worst_lateness(log: str) -> tuple[float, str, float, str]:
     """(worst drift, its timer, worst overrun, its timer) logged; 0 and "-" when none was.
     A drift is the event loop waking a timer late (it ran something else meanwhile); an
@@ -241,7 +265,7 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
 
         produce_users(broker.bootstrap, topic, n, 1, seed=n + 1)  # the report after the restart
         log_at = worker.log_path.stat().st_size
-        started = time.monotonic()
+        started, started_wall = time.monotonic(), time.time()
         worker = start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
                                 **settings)
         to_metrics = time.monotonic() - started
@@ -269,9 +293,13 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
                 return aggregate_rebuilds(f.read().decode(errors="replace"))
 
         wait("rebuilds", lambda: len(rebuilds()[0]) >= PARTITIONS, w, timeout)
+        time.sleep(2.0)  # a tick or two after the recovery
+        ticks = public_clock(
+            _common_run(read_releases(broker.bootstrap, outputs["releases"])), started_wall,
+            time.time(), float(SETTINGS["release_period_seconds"]))
         return [kind, store, stop, n, load, n / load, (loaded - empty) / n,
                 (restored - empty) / n, disk / n, to_metrics, counted, released, *timers,
-                rebuilds()[1]]
+                rebuilds()[1], *ticks]
     finally:
         if worker is not None:
             worker.stop(timeout=60)
@@ -308,9 +336,12 @@ def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
         m = ROWS_MARK.search(path.read_text(encoding="utf-8"))
         if m:
             old = json.loads(m.group(1))
-    # rows from before the stop and rebuild columns: SIGTERM, rebuild not measured, release fixed
+    # rows from before the stop and rebuild columns: SIGTERM, rebuild not measured, release
+    # fixed; rows from before the tick columns: not measured
+    before_ticks = len(HEADERS) - 2
     old = [[*r[:2], "SIGTERM", *r[2:10], older_release(*r[8:11]), *r[11:], "n/a"]
-           if len(r) == len(HEADERS) - 2 else r for r in old]
+           if len(r) == before_ticks - 2 else r for r in old]
+    old = [[*r, "n/a", "n/a"] if len(r) == before_ticks else r for r in old]
     old = [r for r in old if len(r) == len(HEADERS)]  # (rows of other columns: dropped)
     keyed = {tuple(r[:4]): r for r in old}
     keyed.update({tuple(r[:4]): r for r in rows})
