@@ -164,7 +164,7 @@ class Ledger:
     def intent(self, record: Release | None = None) -> bool:
         """Write the local high-water file before anything is sent; False if it failed, and
         then the latest charge is undone (nothing was sent: a failed tick charges nothing)."""
-        last = record or (self._local.last_release if self._local else None)
+        last = record or self.last_intent
         state = LocalState(self.last_seq, self.accountant, last, self.last_priors_seq,
                            self.window)
         before, self._before = self._before, None

@@ -22,6 +22,7 @@ from pufferfish_core.tree import TreeMechanism
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class NodeDraw:
     """One node's noise in one window, with the tree it belongs to."""

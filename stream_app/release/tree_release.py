@@ -139,10 +139,11 @@ class TreeReleases:
         """After the journals were read: the windows charged (``intent``: the local file's last
         release, whose send may have failed: its window's charge is on this host's books too),
         and the tree read again."""
-        self.paid = {r.window for r in [*releases, *([intent] if intent else [])]
-                     if r.mechanism == "tree" and r.window is not None}
         self.published = {r.window: r for r in releases
                           if r.mechanism == "tree" and r.window is not None}  # the last one
+        self.paid = set(self.published)
+        if intent is not None and intent.mechanism == "tree" and intent.window is not None:
+            self.paid.add(intent.window)
         self.priors = list(priors)
         self.tree = None
         self.journal.forget()
