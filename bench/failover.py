@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import tempfile
 import time
@@ -38,8 +37,7 @@ from typing import Any
 from bench import _common
 from bench.harness import PARTITIONS, loadavg, start_pipeline
 from bench.markers import read_releases
-from bench.recovery import SETTINGS, TANSU_EXACT, Broker, produce_users
-from stream_app.demo.broker_admin import create_topics
+from bench.recovery import Broker, produce_users, run_settings, run_topics, tear_down
 from stream_app.metrics_page import totals
 
 NAME = "recovery-failover"
@@ -100,16 +98,10 @@ def measure(kind: str, n: int, timeout: float, keep: Path | None = None,
     workdir = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     broker = Broker(kind, workdir)
     tag = f"fo{uuid.uuid4().hex[:6]}"
-    topic = f"input-{tag}"
-    outputs = {k: f"{k}-{tag}" for k in ("releases", "partials", "deadletter", "priors")}
+    topic, outputs = run_topics(tag)
     workers: list[Any] = []
     try:
-        asyncio.run(create_topics(broker.bootstrap, {
-            topic: PARTITIONS, **{name: 1 for name in outputs.values()}}))
-        settings: dict[str, Any] = {
-            **SETTINGS, **EXACT, "topic_reports": topic, "topic_membership": topic,
-            **{f"topic_{k}": v for k, v in outputs.items()},
-            **(TANSU_EXACT if kind == "tansu" else {}), **(extra or {})}
+        settings = run_settings(kind, broker.bootstrap, topic, outputs, **EXACT, **(extra or {}))
         workers = [start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
                                   index=i, **settings) for i in range(2)]
         t0 = time.monotonic()
@@ -162,12 +154,7 @@ def measure(kind: str, n: int, timeout: float, keep: Path | None = None,
     finally:
         for w in workers:
             w.stop(timeout=60)
-        broker.stop()
-        if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            for log in workdir.glob("*.log"):
-                shutil.copy(log, keep / f"failover-{kind}-{n}-{log.name}")
-        shutil.rmtree(workdir, ignore_errors=True)
+        tear_down(broker, workdir, keep, f"failover-{kind}-{n}")
 
 
 def run(args: argparse.Namespace, argv: Sequence[str] | None, n: int) -> int:

@@ -232,21 +232,42 @@ def aggregate_rebuilds(log: str) -> tuple[set[int], float]:
     return partitions, seconds
 
 
+def run_topics(tag: str) -> tuple[str, dict[str, str]]:
+    """One run's input topic (reports and joins together) and its output topics."""
+    return f"input-{tag}", {k: f"{k}-{tag}" for k in ("releases", "partials", "deadletter",
+                                                      "priors")}
+
+
+def run_settings(kind: str, bootstrap: str, topic: str, outputs: dict[str, str],
+                 **more: Any) -> dict[str, Any]:
+    """Creates the run's topics; the workers' settings on them (``more`` last)."""
+    _common_run(create_topics(bootstrap, {topic: PARTITIONS,
+                                          **{name: 1 for name in outputs.values()}}))
+    return {**SETTINGS, "topic_reports": topic, "topic_membership": topic,
+            **{f"topic_{k}": v for k, v in outputs.items()},
+            **(TANSU_EXACT if kind == "tansu" else {}), **more}
+
+
+def tear_down(broker: Broker, workdir: Path, keep: Path | None, prefix: str) -> None:
+    """Stops the broker, copies the run's logs to ``keep`` (named ``prefix-<log>``), and removes
+    the run's directory."""
+    broker.stop()
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        for log in workdir.glob("*.log"):
+            shutil.copy(log, keep / f"{prefix}-{log.name}")
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = None,
             stop: str = "SIGTERM") -> list[object]:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-recovery-{kind}-{store}-"))
     broker = Broker(kind, workdir)
     tag = f"rec{uuid.uuid4().hex[:6]}"
-    topic = f"input-{tag}"
-    outputs = {k: f"{k}-{tag}" for k in ("releases", "partials", "deadletter", "priors")}
+    topic, outputs = run_topics(tag)
     worker: Worker | None = None
     try:
-        _common_run(create_topics(broker.bootstrap, {
-            topic: PARTITIONS, **{name: 1 for name in outputs.values()}}))
-        settings: dict[str, Any] = {**SETTINGS, "store": f"{store}://", "topic_reports": topic,
-                    "topic_membership": topic,
-                    **{f"topic_{k}": v for k, v in outputs.items()},
-                    **(TANSU_EXACT if kind == "tansu" else {})}
+        settings = run_settings(kind, broker.bootstrap, topic, outputs, store=f"{store}://")
         worker = start_pipeline(broker.impl, workdir, tag, ("-m", "stream_app", "run"),
                                 **settings)
         empty = rss_bytes(worker.proc.pid)
@@ -303,12 +324,7 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
     finally:
         if worker is not None:
             worker.stop(timeout=60)
-        broker.stop()
-        if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            for log in workdir.glob("*.log"):
-                shutil.copy(log, keep / f"{kind}-{store}-{n}-{log.name}")
-        shutil.rmtree(workdir, ignore_errors=True)
+        tear_down(broker, workdir, keep, f"{kind}-{store}-{n}")
 
 
 def _common_run(coro: Any) -> Any:
