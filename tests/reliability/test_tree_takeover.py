@@ -9,13 +9,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from confluent_kafka import Producer
 
 from stream_app.demo.broker import EmbeddedBroker
+from stream_app.kafka.partitioning import partition_for
+from tests.noida_broker import NoidaBroker
 from tests.reliability.harness import (
     Cluster,
     membership,
@@ -101,6 +106,21 @@ def test_sigkill_and_rebalances_mid_window_continue_the_same_tree(
     assert gaps == []
 
 
+def window_moves(journal: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> dict[int, int]:
+    """Per window, how often the exact sum its releases add noise to (the noisy sum minus its
+    nodes' journaled noise) changes from one release to the next (``journal`` in tick order);
+    each node journaled once (else an AssertionError)."""
+    drawn = Counter((n["window"], n["node"]) for n in nodes)
+    assert max(drawn.values()) == 1, [k for k, c in drawn.items() if c > 1]
+    noise = {(n["window"], n["node"]): n["units"] for n in nodes}
+    moves = {}
+    for window in sorted({r["window"] for r in journal}):
+        series = [round(r["noisy_sum"] * GRID) - sum(noise[(window, n)] for n in r["nodes"])
+                  for r in journal if r["window"] == window]
+        moves[window] = sum(1 for x, y in zip(series, series[1:], strict=False) if x != y)
+    return moves
+
+
 class Changer:
     """One user reporting a new value every ``every`` seconds, from a thread of its own."""
 
@@ -171,15 +191,7 @@ def test_a_user_changing_all_the_time_moves_each_window_at_most_w_times_across_s
         changer.thread.join(timeout=10)
         cluster.stop()
     journal = sorted(releases(), key=lambda r: r["tick"])
-    noise = {(n["window"], n["node"]): n["units"]
-             for n in read_all_json(broker.bootstrap, nodes_topic)}
-    exact = {r["tick"]: round(r["noisy_sum"] * GRID) - sum(noise[(r["window"], n)]
-                                                          for n in r["nodes"])
-             for r in journal}
-    moves = {}
-    for window in sorted({r["window"] for r in journal}):
-        series = [exact[r["tick"]] for r in journal if r["window"] == window]
-        moves[window] = sum(1 for x, y in zip(series, series[1:], strict=False) if x != y)
+    moves = window_moves(journal, read_all_json(broker.bootstrap, nodes_topic))
     print(f"\nTREE bound: {changer.sent} reports of c, moves per window {moves}, "
           f"{held:g} changes held by the last worker")
     assert changer.sent >= 15  # c changed more often than w allows (8 per window)
@@ -189,5 +201,70 @@ def test_a_user_changing_all_the_time_moves_each_window_at_most_w_times_across_s
     assert all(n <= w for n in moves.values()), moves
     ticks = [r["tick"] for r in journal]  # every tick published once: waits, no skips, except
     gaps = sorted(set(range(ticks[0], ticks[-1] + 1)) - set(ticks))  # in the full outage
+    assert len(set(ticks)) == len(ticks)
+    assert all(outage - 1 <= k * PERIOD <= outage_end + 1 for k in gaps), (gaps, outage)
+
+
+def produce_in_transactions(bootstrap: str, items: list[tuple[str, str, bytes]],
+                            partitions: int) -> None:
+    """One transaction per record: a commit marker after each, gaps in the log's offsets."""
+    producer = Producer({"bootstrap.servers": bootstrap,
+                         "transactional.id": f"tree-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    for topic, key, value in items:
+        producer.begin_transaction()
+        producer.produce(topic, value=value, key=key.encode(),
+                         partition=partition_for(key.encode(), partitions))
+        producer.commit_transaction(30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(480)
+def test_the_bound_on_a_log_keeping_broker_with_transactions_and_a_restart(
+    tmp_path: Path
+) -> None:
+    """noida-db keeps a real log: the users' joins and first reports are written in
+    transactions (commit markers: offset gaps in both input topics), one user reports a new
+    value every 1.5 s, and the worker restarts (SIGTERM) mid-run. Each node is journaled once,
+    each window's exact sum moves at most w times, each window is charged once, and every tick
+    is published once but those due while no worker ran."""
+    w, partitions = 2, 2
+    with NoidaBroker(tmp_path / "noida", tmp_path / "noida.log") as broker:
+        topics = new_topics(broker.bootstrap, partitions)
+        nodes_topic = f"{topics.prefix}-tree-nodes"
+        cluster = Cluster(broker.url, broker.bootstrap, topics, tmp_path,
+                          tree_settings(nodes_topic, w), names=("a",))
+        users = [f"s{i}" for i in range(8)] + ["c"]
+        changer = Changer(broker.bootstrap, topics.reports, "c", 1.5)
+        try:
+            a = cluster.start("a")
+            produce_in_transactions(broker.bootstrap, [
+                (topics.membership, u, membership(u, "join")) for u in users], partitions)
+            produce_in_transactions(broker.bootstrap, [
+                (topics.reports, u, report(u, 3.0, f"{u}-r")) for u in users[:-1]], partitions)
+            changer.thread.start()
+            wait_consumed(a, "report", len(users) - 1)
+            cluster.more_releases(30, a)
+            outage = time.time()
+            assert a.stop() == 0, a.tail()
+            a = cluster.start("a")
+            outage_end = time.time()
+            cluster.more_releases(30, a)
+            letters = read_all_json(broker.bootstrap, topics.deadletter)
+        finally:
+            changer.stop.set()
+            changer.thread.join(timeout=10)
+            cluster.stop()
+        journal = sorted(cluster.releases(), key=lambda r: r["tick"])
+        moves = window_moves(journal, read_all_json(broker.bootstrap, nodes_topic))
+    print(f"\nTREE on noida-db: {changer.sent} reports of c, moves per window {moves}")
+    assert letters == []  # every transactional record counted, none dead-lettered
+    assert changer.sent >= 30 and sum(moves.values()) > 0  # the check can fail
+    assert all(n <= w for n in moves.values()), moves
+    for window in moves:
+        charged = [r["charge"] for r in journal if r["window"] == window and r["charge"] > 0]
+        assert charged == [BUDGET], (window, charged)
+    ticks = [r["tick"] for r in journal]
+    gaps = sorted(set(range(ticks[0], ticks[-1] + 1)) - set(ticks))
     assert len(set(ticks)) == len(ticks)
     assert all(outage - 1 <= k * PERIOD <= outage_end + 1 for k in gaps), (gaps, outage)
