@@ -4,7 +4,8 @@
 User i's **admitted** contribution at the window's ticks is c_0..c_n (``admitted``: at most
 w = ``max_changes_per_window`` changes after the base; later changes wait for the next window's
 base). Under the coupled data of s and s' (the others' data fixed), delta_t = c_t - c'_t; the
-base moves by delta_0 (|delta_0| <= spread: nothing is held at the base), node (a, b] by
+base moves by delta_0 (``base_bound``: changes consumed between the roll and the window's first
+read are admitted, so two-world pairs reach span(D0) there), node (a, b] by
 delta_b - delta_a. For value and presence pairs c and c' change together or one is always 0,
 so delta lies in a range [low, high] containing 0 and changes at most w times
 (``coupled_range``); for distribution_change each world does so on its own.
@@ -14,7 +15,7 @@ every such delta: the objective is convex in the values delta takes between its 
 the maximum is at the ends of their ranges; a dynamic programme over the tree's blocks (left
 and right boundary value, changes inside) finds it. distribution_change pairs bound each world
 on its own (``range_sensitivity``). ``level_bound`` is the closed form none exceeds:
-spread + node_move * sum over levels of min(w, nodes of that level).
+base_bound + node_move * sum over levels of min(w, nodes of that level).
 """
 
 from __future__ import annotations
@@ -152,34 +153,54 @@ def node_sensitivity(
     return float(np.max(np.abs(np.array(first)) + sums))
 
 
+def base_bound(coupled: CoupledRange, spread: float, max_changes: int) -> float:
+    """The most |delta_0| (the window's first read) can be on the worker (docs/privacy.md,
+    "Continual release", Lemma 1). A partition rolls into the window ``lead`` seconds before
+    its first tick, and changes consumed before that tick's read are admitted: the first read
+    is not the coupled pair of the roll. One world: delta stays in its range at every tick, so
+    |delta_0| <= min(spread, max(-low, high)). Two worlds: each may have changed before the
+    first read (w >= 1), so only c_0, c'_0 in D0 hold: span(D0) = high - low; with w = 0
+    nothing changes after the roll, whose pair is coupled: min(spread, high - low)
+    (docs/errata.md has the one-tick window this corrects)."""
+    spread = validation.nonnegative(spread, "spread")
+    if coupled.worlds == 1:
+        return min(spread, max(-coupled.low, coupled.high))
+    span = coupled.high - coupled.low
+    return span if validation.count(max_changes, "max_changes_per_window") >= 1 \
+        else min(spread, span)
+
+
 def range_sensitivity(
     shape: TreeShape, max_changes: int, coupled: CoupledRange, spread: float
 ) -> float:
     """The node vector's L1 sensitivity for one coupled range. Two worlds: by the triangle
-    inequality |delta_b - delta_a| <= |c_b - c_a| + |c'_b - c'_a|, so spread (the base) plus
+    inequality |delta_b - delta_a| <= |c_b - c_a| + |c'_b - c'_a|, so ``base_bound`` plus
     twice the node sum of one world's sequence in [low, high] with at most w changes. Beyond
     DP_MAX_CHANGES changes the programme's cost (quadratic in w) buys little: ``level_bound``,
-    a valid upper bound within a few percent there, is charged instead."""
+    never below the programme (tests/core/test_tree_sensitivity.py) and within a few percent
+    of it there, is charged instead."""
     if min(max_changes, shape.increments) > DP_MAX_CHANGES:
         return level_bound(shape, max_changes, coupled, spread)
+    base = base_bound(coupled, spread, max_changes)
     if coupled.worlds == 1:
-        return node_sensitivity(shape, max_changes, coupled.low, coupled.high, spread)
+        return node_sensitivity(shape, max_changes, coupled.low, coupled.high, base)
     changes = min(validation.count(max_changes, "max_changes_per_window"), shape.increments)
     if changes == 0:
-        return spread
+        return base
     sums = _node_sums(shape, changes, coupled.low, coupled.high, (coupled.low, coupled.high))
-    return spread + 2.0 * float(sums.max())
+    return base + 2.0 * float(sums.max())
 
 
 def level_bound(
     shape: TreeShape, max_changes: int, coupled: CoupledRange, spread: float
 ) -> float:
-    """Closed-form upper bound: spread + node_move * sum over levels of min(w, nodes there)
-    (each level's nodes are disjoint: a node moves only if it holds a change, by at most
-    node_move; two worlds: min(w, m) per world, so twice (high - low) each)."""
+    """Closed-form upper bound: ``base_bound`` + node_move * sum over levels of min(w, nodes
+    there) (each level's nodes are disjoint: a node moves only if it holds a change, by at most
+    node_move; two worlds: min(w, m) per world, so twice (high - low) each). It bounds every
+    term of the programme's objective, so it is never below ``range_sensitivity``'s programme."""
     max_changes = validation.count(max_changes, "max_changes_per_window")
     changes = min(max_changes, shape.increments)
-    base = min(spread, max(-coupled.low, coupled.high))
+    base = base_bound(coupled, spread, max_changes)
     return base + coupled.node_move * sum(min(changes, m) for m in shape.nodes_per_level())
 
 

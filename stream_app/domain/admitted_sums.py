@@ -23,9 +23,14 @@ class AdmittedSums:
 
     def roll(self, window: int) -> None:
         """Enter ``window`` (never back): every user's admitted contribution becomes its raw
-        one, except those already counting in ``window`` (another worker's clock ahead)."""
+        one, except those already counting in ``window`` (another worker's clock ahead). When
+        the state rolled was acknowledged (``durable`` is it), the rolled one is too: a
+        partition whose first record in the window is still unacknowledged shows the window,
+        not the one before, so a tick never waits on whether a user reported (docs/privacy.md,
+        "Continual release", "On the worker")."""
         if window <= self.window:
             return
+        settled = self.durable is not None and self.durable == self.tree_state()
         if self.window < 0:  # rebuilt: the window before from the users' stored states
             self.previous_units = self._rebuilt_previous(window)
         else:  # a window skipped had no record here: it ended at its base, the raw sum
@@ -34,6 +39,8 @@ class AdmittedSums:
         self.gaps = {u: g for u, g in self.gaps.items() if g[0] >= window and g[1]}
         self.gap_units = sum(g[1] for g in self.gaps.values())
         self.window = window
+        if settled:  # nothing unacknowledged: a recovery rolls the same state the same way
+            self.durable = self.tree_state()
         self.dirty = True
 
     def _rebuilt_previous(self, window: int) -> int:

@@ -63,8 +63,14 @@ def checkpoint_path(store: Any, partition: int) -> Path:
 
 
 def write_checkpoint(store: Any, agg: PartitionAggregate, offset: int | None) -> None:
+    """The aggregate as it is, tree mode's admission state included (its window, the users
+    whose admitted contribution differs from their raw one, the window before's final sum): a
+    restart that read only the sums would take every held change as admitted, one move more
+    than w per such user (docs/privacy.md, "Continual release", "On the worker")."""
     doc = {"offset": offset, "sum_units": agg.sum_units, "group_units": agg.group_units,
-           "newest_ts": agg.newest_ts, "held_users": agg.held_users}
+           "newest_ts": agg.newest_ts, "held_users": agg.held_users,
+           "tree": {"window": agg.window, "gaps": agg.gaps, "gap_units": agg.gap_units,
+                    "previous_units": agg.previous_units, "durable": agg.durable}}
     path = checkpoint_path(store, agg.partition)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc))
@@ -84,10 +90,20 @@ def read_checkpoint(store: Any, partition: int, offset: int | None
         doc = None
     finally:
         path.unlink(missing_ok=True)
-    if not isinstance(doc, dict) or doc.get("offset") != offset:
-        return None
+    if not isinstance(doc, dict) or doc.get("offset") != offset or "tree" not in doc:
+        return None  # (a checkpoint without the admission state: rebuilt from the users)
+    tree = doc["tree"]
+    durable = tree["durable"]
     return PartitionAggregate(
         partition=partition, sum_units=int(doc["sum_units"]),
         group_units={g: [int(u) for u in v] for g, v in doc["group_units"].items()},
         newest_ts=float(doc["newest_ts"]), dirty=True,
-        held_users={u: int(c) for u, c in doc["held_users"].items()})
+        held_users={u: int(c) for u, c in doc["held_users"].items()},
+        window=int(tree["window"]),
+        gaps={u: (int(g[0]), int(g[1]), None if g[2] is None else int(g[2]))
+              for u, g in tree["gaps"].items()},
+        gap_units=int(tree["gap_units"]),
+        previous_units=None if tree["previous_units"] is None else int(tree["previous_units"]),
+        durable=None if durable is None else (int(durable[0]), int(durable[1]),
+                                              None if durable[2] is None else int(durable[2]),
+                                              int(durable[3])))

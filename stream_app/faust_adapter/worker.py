@@ -201,6 +201,8 @@ class PufferfishApp:
             if agg is None:
                 continue
             if window is not None:
+                if partition not in pending:  # every write acknowledged: memory is durable
+                    agg.durable = agg.tree_state()
                 agg.roll(window)  # on the clock: a partition without records rolls too
             if not agg.dirty:
                 continue

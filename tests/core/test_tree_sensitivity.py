@@ -141,9 +141,11 @@ def test_every_coupled_pair_is_within_the_charged_sensitivity(kind, ticks_list, 
         assert min(ratios) == pytest.approx(1.0)
     else:
         # Slack: the charge bounds each world's node moves on its own over the whole domain
-        # (triangle inequality); the coupled pairs move both worlds with one report each.
-        # Measured: the worst pair reaches 30-100 % of the charge (100 % at w = 0 or T = 1).
-        assert 0.3 <= min(ratios) and max(ratios) == pytest.approx(1.0)
+        # (triangle inequality), and its base by span(D0) for changes admitted between the
+        # roll and the first read (which these per-tick trajectories never make: the
+        # event-level checker, tests/stream_app/domain/test_tree_admission_events.py, does).
+        # Measured: the worst pair reaches 28-100 % of the charge (100 % at w = 0).
+        assert 0.25 <= min(ratios) and max(ratios) == pytest.approx(1.0)
 
 
 def test_the_charged_sensitivity_is_the_maximum_over_every_sign_sequence():

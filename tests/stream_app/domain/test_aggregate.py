@@ -73,3 +73,28 @@ def test_replace_all_is_replace_one_at_a_time() -> None:
         batch.replace_all(changes)
         assert (batch.sum_units, batch.group_units) == (one.sum_units, one.group_units)
         assert batch.dirty
+
+
+def test_a_roll_of_an_acknowledged_state_is_what_a_pending_partition_shows() -> None:
+    """Issue 42, point 5: a quiet partition rolled on the clock, then its first record of the
+    window made its partial fall back to the window before until the write was acknowledged,
+    so the tick's time followed that one user's report. A roll of an acknowledged state is
+    acknowledged: the partial shows the new window while the record's write is pending."""
+    agg = PartitionAggregate(partition=0, sum_units=5, window=3, previous_units=4)
+    agg.durable = agg.tree_state()  # every write acknowledged
+    agg.roll(4)
+    agg.replace(Contribution(0, None, None), Contribution(2, None, None))  # a join, unacked
+    assert agg.partial_fields(pending=True) == dict(window=4, admitted_units=5,
+                                                    previous_units=5, sum_units=5)
+    assert agg.partial_fields(pending=False)["admitted_units"] == 7
+
+
+def test_a_roll_over_unacknowledged_changes_keeps_the_acknowledged_state() -> None:
+    """A change not acknowledged yet may be taken back by a crash: the rolled state holds it,
+    so the partial keeps showing the last acknowledged one (the window before)."""
+    agg = PartitionAggregate(partition=0, sum_units=5, window=3, previous_units=4)
+    agg.durable = agg.tree_state()
+    agg.replace(Contribution(0, None, None), Contribution(2, None, None))  # pending
+    agg.roll(4)
+    assert agg.partial_fields(pending=True) == dict(window=3, admitted_units=5,
+                                                    previous_units=4, sum_units=5)

@@ -171,3 +171,57 @@ async def test_a_window_frozen_before_its_first_release_takes_the_snapshot(
     assert [r.noisy_units - noise_of(lines, r.nodes) for r in (a, b)] == [555, 555]
     with pytest.raises(ValueError):
         await WindowTree(mechanism(), 1, FileNodeJournal(tmp_path / "k")).release(0, None)
+
+
+class InFlightAndShortReads(FileNodeJournal):
+    """A broker that misbehaves in both ways of issue 42, point 6: the first append fails
+    while its records are still in flight (they land at the next append, after the read that
+    should have found them), and every read after the first misses the last appended batch (a
+    ListOffsets short of the log end, as tansu's)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.in_flight: list[NodeDraw] = []
+        self.failed_once = False
+        self.batches: list[int] = []  # lines per append, to cut the short reads
+
+    async def append(self, draws: Sequence[NodeDraw]) -> None:
+        if not self.failed_once:
+            self.failed_once, self.in_flight = True, list(draws)
+            raise TimeoutError("not acknowledged")
+        if self.in_flight:  # the late landing, before this append's records
+            await super().append(self.in_flight)
+            self.batches.append(len(self.in_flight))
+            self.in_flight = []
+        await super().append(draws)
+        self.batches.append(len(draws))
+
+    async def read(self, window: int) -> Sequence[NodeDraw]:
+        got = list(await super().read(window))
+        return got[: len(got) - self.batches[-1]] if self.batches else got
+
+
+async def test_no_node_is_published_with_two_values_after_a_late_append_and_short_reads(
+        tmp_path: Path) -> None:
+    path = tmp_path / "nodes.jsonl"
+    journal = InFlightAndShortReads(path)
+    tree = WindowTree(mechanism(), 0, journal)
+    with pytest.raises(TimeoutError):
+        await tree.release(3, exact(3))
+    published: dict[str, set[int]] = {}
+    for t in range(3, TICKS):
+        if t % 4 == 0:
+            tree.synced = False  # a re-read of the journal (a fence, a retry)
+        r = await tree.release(t, exact(t))
+        lines = journal_lines(path)
+        # what this release's noise is made of: the journal's records of its nodes
+        values = {n: {int(str(d["units"])) for d in lines if d["node"] == n} for n in r.nodes}
+        assert all(len(v) == 1 for v in values.values()), values  # one value per node
+        assert r.noisy_units == exact(t) + sum(v.pop() for v in values.values())
+        for n in r.nodes:
+            published.setdefault(n, set()).add(tree.drawn[n])
+    assert all(len(v) == 1 for v in published.values())
+    # a new owner reading the whole journal publishes the same values
+    again = WindowTree(mechanism(), 0, FileNodeJournal(path))
+    r = await again.release(TICKS - 1, exact(TICKS - 1))
+    assert all(again.drawn[n] in published[n] for n in r.nodes)
