@@ -42,7 +42,9 @@ class Release(Wire):
         default=None, description="The group of binding_pair; null: none.")
     priors_seq: int = Field(
         default=0, ge=0, description="The learning round (seq on topic priors) whose laws "
-        "theta was calibrated on; 0: the configured laws, before any round.")
+        "theta was calibrated on; 0: the configured laws, before any round. Tree mode: the "
+        "round in force when the window opened (a round learned during the window calibrates "
+        "the next one).")
     charge: float = Field(
         default=0.0, ge=0, description="Epsilon this release spent: max(epsilon, "
         "spread / theta); with mechanism tree, the window's whole charge on its first release "

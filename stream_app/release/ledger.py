@@ -180,13 +180,16 @@ class Ledger:
         self.publish_metrics()
         return True
 
-    def refuse(self, seq: int, reason: str) -> None:
-        """Release ``seq`` is drawn and charged but not published: burn it, keep its charge."""
+    def refuse(self, seq: int, reason: str) -> bool:
+        """Release ``seq`` is drawn and charged but not published: burn it, keep its charge
+        (False: the local file could not be written, and nothing was charged)."""
         self.metrics.releases_refused.labels(reason=reason).inc()
-        if self.intent():
-            log.error("release seq %d not published: the noisy sum is beyond 2**53 grid units, "
-                      "which the JSON float noisy_sum cannot hold exactly; its seq and charge "
-                      "are kept (use a coarser grid_log2)", seq)
+        if not self.intent():
+            return False
+        log.error("release seq %d not published: the noisy sum is beyond 2**53 grid units, "
+                  "which the JSON float noisy_sum cannot hold exactly; its seq and charge "
+                  "are kept (use a coarser grid_log2)", seq)
+        return True
 
     def mark_exhausted(self, why: str) -> None:
         if not self.exhausted:

@@ -48,8 +48,10 @@ class TickFacts:
 def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: float,
                    books: Accountant, priors_seq: int, charge: float,
                    facts: TickFacts, tree: OpenTree | None = None) -> Release:
-    """``tree``: the tick's tree (tree mode): theta is its node scale, and the record names the
-    draws it adds (all functions of the settings, the clock and the published laws)."""
+    """``tree``: the tick's tree (tree mode): theta is its node scale, ``priors_seq`` the round
+    whose laws calibrated it (the one in force when the window opened, not a round learned
+    since), and the record names the draws it adds (all functions of the settings, the clock
+    and the published laws)."""
     fields: dict[str, Any] = {} if tree is None or tree.drawn is None else dict(
         mechanism="tree", window_tick=tree.window_tick, nodes=list(tree.drawn.nodes),
         arity=tree.mechanism.shape.arity, max_changes_per_window=tree.mechanism.max_changes)
@@ -60,7 +62,8 @@ def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: 
         epsilon_remaining=max(books.remaining, 0.0),
         pairs=[p.value for p in s.pairs], rule=s.rule.value,
         binding_pair=plan.binding_pair.value if plan.binding_pair else None,
-        binding_group=plan.binding_group, priors_seq=priors_seq, charge=charge,
+        binding_group=plan.binding_group,
+        priors_seq=priors_seq if tree is None else tree.priors_seq, charge=charge,
         window=facts.window, tick=facts.tick, learning_rounds=facts.learning_rounds,
         failure_probability=facts.failure_probability, **fields,
     )

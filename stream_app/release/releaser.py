@@ -214,7 +214,9 @@ class Releaser:
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         noisy = exact_float(noisy_units, plan.grid_log2)
         if noisy is None:
-            self.ledger.refuse(seq, "sum_not_representable")
+            if self.ledger.refuse(seq, "sum_not_representable") and tree is not None \
+                    and self.tree is not None:
+                self.tree.charged(tree.window)  # the window's charge is kept: paid once
             self.ticks.settle(tick)  # a gap decided by the charged noisy value only
             return None
         record = release_record(s, plan, seq, now, noisy, books, self.priors_seq, charge,

@@ -3,10 +3,11 @@ before any release uses it, and read back by a restarted or new owner (docs/desi
 "Continual release: wiring the tree"; the mechanism and its charge: core/tree.py).
 
 The release at tick t is the exact sum S_t (in grid units) plus the noise of the base and of
-t's prefix nodes; by telescoping that is the tree mechanism's base + nodes. A draw is kept only
-once the journal has it: a draw whose append failed was never published and is forgotten, and
-the next release re-reads the journal first (the append may have landed after all), so that the
-first journaled draw of a node is the only one ever used. The journal holds the raw noise,
+t's prefix nodes; by telescoping that is the tree mechanism's base + nodes. A draw is used only
+once the journal has it: a draw whose append failed was never published; the next release
+re-reads the journal first (the append may have landed after all) and otherwise appends the
+same value again, so that a late landing never puts a second value of a node in the journal;
+a draw this tree journaled is never replaced by a read (docs/privacy.md, "On the worker"). The journal holds the raw noise,
 which with a published value gives the exact sum: it is operator-facing only, like the partials.
 """
 
@@ -74,6 +75,7 @@ class WindowTree:
         self.journal = journal
         self.published = published
         self.drawn: dict[str, int] = {}
+        self.unsure: dict[str, NodeDraw] = {}  # draws whose append failed (never published)
         self.synced = False
         self.last_exact: int | None = None  # the exact sum of the window's last release
         self.frozen = False
@@ -86,11 +88,20 @@ class WindowTree:
             self.waiting_said = partitions
 
     async def restore(self) -> None:
-        """Adopt the journal's draws of this window (the first one of each node wins)."""
+        """Adopt the journal's draws of this window (the first one of each node wins), never
+        over a draw this tree holds already: those were acknowledged and may have been
+        published, and a read can miss them (a broker whose log end stops short, an append
+        that lands after the read)."""
         drawn: dict[str, int] = {}
         for draw in await self.journal.read(self.window):
             self._check(draw)
             drawn.setdefault(draw.node, draw.units)
+        for node, units in self.drawn.items():
+            if drawn.get(node, units) != units:
+                log.warning("window %d: the node journal holds another draw of node %s than "
+                            "the one this worker journaled (two release owners?); its own is "
+                            "kept", self.window, node)
+            drawn[node] = units
         self.drawn, self.synced = drawn, True
         if self.last_exact is None and self.published is not None:
             noisy, nodes = self.published  # journaled before it was sent: all drawn
@@ -123,13 +134,18 @@ class WindowTree:
             raise ValueError("a frozen window without a release needs a snapshot")
         m = self.mechanism
         nodes = m.draws(tick)
-        fresh = [NodeDraw(self.window, node, m.draw_units(), m.scale, m.shape.arity,
-                          m.shape.ticks) for node in nodes if node not in self.drawn]
+        fresh = [self.unsure.pop(node, None) or NodeDraw(
+            self.window, node, m.draw_units(), m.scale, m.shape.arity, m.shape.ticks)
+            for node in nodes if node not in self.drawn]
         if fresh:
             try:
                 await self.journal.append(fresh)
             except BaseException:
-                self.synced = False  # it may have landed: re-read before the next release
+                # it may have landed, or land later: re-read before the next release, and
+                # append these same values again if the read does not show them, so that
+                # every record of a node in the journal carries one value
+                self.unsure.update((d.node, d) for d in fresh)
+                self.synced = False
                 raise
             self.drawn.update((d.node, d.units) for d in fresh)
         noise = sum(self.drawn[node] for node in nodes)

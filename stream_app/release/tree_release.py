@@ -91,8 +91,9 @@ class OpenTree:
     """One tick's use of its window's tree: the charge, the draw and what the record says."""
 
     def __init__(self, tree: WindowTree, tick: int, first: int, charge: float,
-                 partitions: int) -> None:
+                 partitions: int, priors_seq: int = 0) -> None:
         self.tree = tree
+        self.priors_seq = priors_seq  # the round whose laws calibrated the tree's theta
         self.window = tree.window
         self.window_tick = tick - first
         self.charge = charge
@@ -131,6 +132,7 @@ class TreeReleases:
         self.initial = initial
         self.priors: list[PriorsRecord] = []  # every published round (the opening laws)
         self.tree: WindowTree | None = None
+        self.tree_round = 0  # the learning round whose laws calibrated ``tree``
         self.paid: set[int] = set()  # windows whose tree charge is on the books
         self.published: dict[int, Release] = {}  # each window's last release in the journal
 
@@ -151,12 +153,13 @@ class TreeReleases:
     def note_round(self, records: Sequence[PriorsRecord]) -> None:
         self.priors.extend(records)
 
-    def opening_plan(self, first: int) -> ReleasePlan:
+    def opening_plan(self, first: int) -> tuple[ReleasePlan, int]:
         """The plan of the laws in force at tick ``first`` (a round on that tick comes before
-        its release)."""
-        laws, radii, _ = in_force([r for r in self.priors if r.tick is None or r.tick <= first],
-                                  self.initial.laws, self.initial.radii)
-        return plan_for(self.settings, laws, radii)
+        its release), and the round they come from (0: the settings' laws)."""
+        laws, radii, round_ = in_force(
+            [r for r in self.priors if r.tick is None or r.tick <= first],
+            self.initial.laws, self.initial.radii)
+        return plan_for(self.settings, laws, radii), round_
 
     def open(self, tick: int, window: int | None) -> OpenTree | None:
         """The tick's window tree (built when the window opens); None: no budget for it."""
@@ -169,15 +172,17 @@ class TreeReleases:
                 log.warning("window %d: no budget left for a tree after its learning rounds",
                             window)
                 return None
+            plan, round_ = self.opening_plan(first)
             m = tree_mechanism(last - first + 1, s.max_changes_per_window, s.pairs,
-                               self.opening_plan(first).spread, s.domain, eps, s.grid_log2)
+                               plan.spread, s.domain, eps, s.grid_log2)
             latest = self.published.get(window)
             units = None if latest is None else grid_units(latest.noisy_sum, s.grid_log2)
             published = (None if latest is None or units is None
                          else (units, tuple(latest.nodes or ())))
             self.tree = WindowTree(m, window, self.journal, published)
+            self.tree_round = round_
         charge = 0.0 if window in self.paid else self.tree.mechanism.charge()
-        return OpenTree(self.tree, tick, first, charge, s.input_partitions)
+        return OpenTree(self.tree, tick, first, charge, s.input_partitions, self.tree_round)
 
     def charged(self, window: int) -> None:
         """The window's charge is on the books (kept even when the release is not sent)."""

@@ -17,11 +17,11 @@ from pufferfish_core.auditor import audit
 from pufferfish_core.clock import latest_tick
 from pufferfish_core.distribution import Distribution, point_zero
 from pufferfish_core.schedule import window_ticks
-from pufferfish_core.tree import tree_mechanism
+from pufferfish_core.tree import TreeMechanism, tree_mechanism
 from pufferfish_core.tree_sensitivity import coupled_range
 from pufferfish_core.vocabulary import PairKind
 from stream_app.demo.broker import EmbeddedBroker
-from stream_app.domain.models import Partial, Release
+from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.release.journal import read_journal
 from stream_app.release.tree_nodes import NodeRecord
 from stream_app.settings import Settings
@@ -169,3 +169,49 @@ async def _failed_send_restart(broker: EmbeddedBroker, data_dir: Path) -> None:
 def test_a_restart_after_a_failed_send_does_not_charge_the_window_twice(
         broker: EmbeddedBroker, tmp_path: Path) -> None:
     asyncio.run(_failed_send_restart(broker, tmp_path))
+
+
+async def _refused_first_release(broker: EmbeddedBroker, data_dir: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    s = await tree_settings(broker, data_dir)
+    window, first = first_tick_of_a_later_window()
+    monkeypatch.setattr(TreeMechanism, "draw_units", lambda self: 1)  # known noise: 1 unit
+    parts = part(window, 2**53)  # + 1 unit of noise: beyond what a float holds exactly
+    async with running(s, parts) as r:
+        assert await r.on_clock(first) is None  # refused: drawn and charged, not published
+        assert r.ledger.accountant.spent == BUDGET
+        parts.update(part(window, 40))
+        record = await r.on_clock(first + 1)
+    assert record is not None and record.window == window
+    # the refused release paid the window: not charged again (issue 42, point 7)
+    assert record.charge == 0.0 and record.epsilon_spent == BUDGET
+
+
+def test_a_refused_first_release_keeps_the_window_s_charge(
+        broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_refused_first_release(broker, tmp_path, monkeypatch))
+
+
+async def _round_inside_a_window(broker: EmbeddedBroker, data_dir: Path) -> None:
+    s = await tree_settings(broker, data_dir)
+    window, first = first_tick_of_a_later_window()
+    parts = part(window, 40)
+    law = dict(support=[0.0, 1.0, 2.0], probs=[0.2, 0.3, 0.5], epsilon_learn=0.1,
+               epsilon_spent=0.1, window=window)
+    async with running(s, parts) as r:
+        assert r.tree is not None
+        assert await r.on_clock(first - 1) is not None  # the journals read: the round noted
+        (group,) = r.laws
+        r.tree.note_round([PriorsRecord(seq=1, ts=0.0, group=group, tick=first - 3, **law)])
+        opening = await r.on_clock(first)
+        r.tree.note_round([PriorsRecord(seq=2, ts=0.0, group=group, tick=first + 1, **law)])
+        r.priors_seq = 2  # the round in force now: it calibrates the next window
+        later = await r.on_clock(first + 2)
+    assert opening is not None and later is not None
+    # both name the round whose laws calibrated the window's theta (issue 42, point 7)
+    assert opening.priors_seq == later.priors_seq == 1 and later.theta == opening.theta
+
+
+def test_tree_releases_name_the_round_that_calibrated_their_window(
+        broker: EmbeddedBroker, tmp_path: Path) -> None:
+    asyncio.run(_round_inside_a_window(broker, tmp_path))
