@@ -247,3 +247,45 @@ def test_every_draw_passes_the_exact_audit_of_its_node(kind):
     assert tree.charge() == pytest.approx(0.5)
     assert tree.sensitivity / theta <= 0.5
     assert tree.sensitivity <= level_bound(tree.shape, 4, coupled, spread)
+
+
+def test_a_one_tick_window_of_distribution_change_charges_the_domain_s_span():
+    """Issue 42, point 2: changes consumed between the roll and the first read are admitted,
+    so at T = 1 the two worlds' first reads may hold any values of D0 (by hand: domain 0..2
+    with spread 1 reached |delta| = 2; domain 0..3: 3)."""
+    for domain, span in (((0.0, 1.0, 2.0), 2.0), ((0.0, 1.0, 2.0, 3.0), 3.0)):
+        for w in (1, 2, 3):
+            got = window_sensitivity(TreeShape(1, 2), w, [PairKind.DISTRIBUTION_CHANGE], 1.0,
+                                     domain)
+            assert got == span
+        # w = 0: nothing changes after the roll, whose pair is coupled
+        assert window_sensitivity(TreeShape(1, 2), 0, [PairKind.DISTRIBUTION_CHANGE], 1.0,
+                                  domain) == 1.0
+
+
+def test_the_closed_form_is_never_below_the_programme(monkeypatch: pytest.MonkeyPatch):
+    """Issue 42, point 4: level_bound is charged beyond DP_MAX_CHANGES changes; it must bound
+    the exact programme wherever both run (random domains, spreads, shapes and w), and in the
+    reported case (domain {-1, 0, 2}, spread 3, T = 70, w = 65: the programme's 417)."""
+    from pufferfish_core import tree_sensitivity
+
+    monkeypatch.setattr(tree_sensitivity, "DP_MAX_CHANGES", 10**9)  # always the programme
+    rng = np.random.default_rng(42)
+    for _ in range(300):
+        domain = sorted({float(x) for x in rng.integers(-4, 5, size=rng.integers(2, 5))})
+        if len(domain) < 2:
+            continue
+        span = max(domain + [0.0]) - min(domain + [0.0])
+        spread = float(rng.uniform(0.1, 1.5 * span))
+        shape = TreeShape(int(rng.integers(1, 60)), int(rng.integers(2, 6)))
+        w = int(rng.integers(0, 7))
+        for kind in PairKind:
+            coupled = coupled_range(kind, spread, domain)
+            programme = tree_sensitivity.range_sensitivity(shape, w, coupled, spread)
+            assert level_bound(shape, w, coupled, spread) >= programme - 1e-9, (
+                kind, domain, spread, shape, w)
+    coupled = coupled_range(PairKind.DISTRIBUTION_CHANGE, 3.0, [-1.0, 0.0, 2.0])
+    shape = TreeShape(70, 2)
+    programme = tree_sensitivity.range_sensitivity(shape, 65, coupled, 3.0)
+    assert programme == 417.0  # the review's figure: span 3 at the base + 2 x 207
+    assert level_bound(shape, 65, coupled, 3.0) >= programme
