@@ -161,7 +161,7 @@ def base_bound(coupled: CoupledRange, spread: float, max_changes: int) -> float:
     |delta_0| <= min(spread, max(-low, high)). Two worlds: each may have changed before the
     first read (w >= 1), so only c_0, c'_0 in D0 hold: span(D0) = high - low; with w = 0
     nothing changes after the roll, whose pair is coupled: min(spread, high - low)
-    (docs/errata.md has the one-tick window this corrects)."""
+    (the one-tick window of issue 42 moved by span(D0) against a charge of the spread)."""
     spread = validation.nonnegative(spread, "spread")
     if coupled.worlds == 1:
         return min(spread, max(-coupled.low, coupled.high))
