@@ -17,6 +17,7 @@ from typing import Any
 from pufferfish_core.errors import PufferfishInputError
 from pufferfish_core.plan import ReleasePlan, radius_failure_bound
 from pufferfish_core.schedule import WindowSchedule, window_pattern
+from pufferfish_core.tree import tree_mechanism
 from pufferfish_core.tree_plan import compare_mechanisms, release_budget, windows_per_day
 from stream_app.settings import Settings
 
@@ -71,12 +72,30 @@ def mechanisms(s: Settings, plan: ReleasePlan, windows: WindowSchedule | None,
             "sensitivity": tree.sensitivity,
             "node_theta": tree.scale,
             "independent_theta": both.ticks * plan.spread / epsilon_r,
+            "window_shapes": window_shapes(s, plan, windows, epsilon_r),
         },
     })
     if tree_mode(s):
         out.update(noise_sd=both.noise_sd_tree, window_charge=tree.charge())
     else:
         out["window_charge"] = windows.releases_max * plan.charge()
+    return out
+
+
+def window_shapes(s: Settings, plan: ReleasePlan, windows: WindowSchedule,
+                  epsilon_r: float) -> list[dict[str, Any]]:
+    """The tree of every window length the settings give (a window that is not a whole number
+    of periods alternates two lengths, e.g. 1.5 periods: 2 and 1 ticks), each with its own
+    sensitivity, arity and node theta, as the worker builds it when the window opens
+    (stream_app/release/tree_release.py; the windows' learning rounds may leave it more than
+    epsilon_r, never less)."""
+    out = []
+    for ticks in sorted({windows.ticks_min, windows.ticks_max}):
+        tree = tree_mechanism(ticks, s.max_changes_per_window, s.pairs, plan.spread, s.domain,
+                              epsilon_r, s.grid_log2)
+        out.append({"ticks": ticks, "sensitivity": tree.sensitivity,
+                    "arity": tree.shape.arity, "node_theta": tree.scale,
+                    "noise_sd": tree.noise_sd()})
     return out
 
 

@@ -111,6 +111,13 @@ def _mechanism_lines(summary: dict[str, Any]) -> list[str]:
             f"contribution bound: max_changes_per_window {w}: each user's contribution to the "
             f"sum changes at most {w} times per window; later changes wait for the next window",
         ]
+        shapes = both["window_shapes"]
+        if len(shapes) > 1:
+            lines.append("windows of two lengths (budget_window_seconds is not a whole number "
+                         "of periods): " + "; ".join(
+                             f"{x['ticks']} ticks: sensitivity {x['sensitivity']:g}, arity "
+                             f"{x['arity']}, node theta {x['node_theta']:.6g}, noise sd "
+                             f"{x['noise_sd']:.6g}" for x in shapes))
     else:
         lines = [
             f"noise standard deviation {summary['noise_sd']:.6g} per release (release "

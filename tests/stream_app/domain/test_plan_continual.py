@@ -146,3 +146,35 @@ def test_cli_tree_json_and_a_budget_the_learning_eats(tmp_path: Path) -> None:
     assert done.stderr.startswith("pufferfish: error: budget_total: must exceed the learning "
                                   "charges of a window (24 rounds")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_plan_and_the_worker_agree_on_every_window_shape() -> None:
+    """Issue 42: a window of 1.5 periods alternates windows of 2 and 1 ticks; plan gives each
+    length's tree, and the worker opens each window with that sensitivity and arity. The
+    one-tick window of distribution_change charges span(D0) = 2 (domain 0..2, w >= 1)."""
+    from pufferfish_core.schedule import window_ticks
+    from stream_app.domain.priors import public_priors
+    from stream_app.metrics import Metrics
+    from stream_app.release.publisher import Publisher
+    from stream_app.release.tree_release import TreeReleases
+
+    s = Settings(domain=[0, 1, 2], pairs=["distribution_change"], epsilon=1.0,
+                 release_mechanism="tree", release_period_seconds=10,
+                 budget_window_seconds=15, budget_total=1, max_changes_per_window=1,
+                 groups=["a", "b"], default_group="a")
+    shapes = {x["ticks"]: x for x in plan_summary(s)["continual"]["window_shapes"]}
+    assert sorted(shapes) == [1, 2]
+    assert shapes[1]["sensitivity"] == 2.0
+    metrics = Metrics.create()
+    releases = TreeReleases(s, metrics, Publisher(s, metrics), public_priors(s))
+    seen = set()
+    for window in range(100, 104):
+        first, last = window_ticks(window, 10, 15)
+        opened = releases.open(first, window)
+        assert opened is not None
+        m = opened.mechanism
+        seen.add(m.shape.ticks)
+        assert (m.sensitivity, m.shape.arity) == (shapes[m.shape.ticks]["sensitivity"],
+                                                  shapes[m.shape.ticks]["arity"])
+    assert seen == {1, 2}
+    assert "windows of two lengths" in plan_text(plan_summary(s))
