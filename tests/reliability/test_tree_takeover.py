@@ -124,9 +124,12 @@ def window_moves(journal: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> 
 class Changer:
     """One user reporting a new value every ``every`` seconds, from a thread of its own."""
 
-    def __init__(self, bootstrap: str, topic: str, user: str, every: float) -> None:
+    def __init__(self, bootstrap: str, topic: str, user: str, every: float,
+                 values: int = 6) -> None:
         self.bootstrap, self.topic, self.user, self.every = bootstrap, topic, user, every
+        self.values = values
         self.stop = threading.Event()
+        self.paused = threading.Event()  # set: nothing sent until it is cleared
         self.sent = 0
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -135,7 +138,10 @@ class Changer:
         await producer.start()
         try:
             while not self.stop.is_set():
-                value = float(self.sent % 6)
+                if self.paused.is_set():
+                    await asyncio.sleep(0.05)
+                    continue
+                value = float(self.sent % self.values)
                 await producer.send_and_wait(self.topic, report(
                     self.user, value, f"c-{self.sent}"), key=self.user.encode())
                 self.sent += 1
