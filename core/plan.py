@@ -31,8 +31,9 @@ import numpy as np
 from pufferfish_core import validation
 from pufferfish_core.budget import composition_charge
 from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.errors import PufferfishInputError
 from pufferfish_core.kantorovich import plan_spread
-from pufferfish_core.noise import secure_laplace_release
+from pufferfish_core.noise import discrete_laplace_units, exact_float, grid_units
 from pufferfish_core.policy import calibrate
 from pufferfish_core.robust import reach_spread
 from pufferfish_core.schedule import (
@@ -69,8 +70,21 @@ class ReleasePlan:
         return grid * math.sqrt(2.0 * q) / -math.expm1(-grid / self.theta)
 
     def draw(self, value: float) -> float:
-        """value + discrete Laplace noise of scale theta (CSPRNG, exact on the grid)."""
-        return secure_laplace_release(value, self.theta, self.grid_log2)
+        """value + discrete Laplace noise of scale theta (CSPRNG, exact on the grid), added in
+        grid units as the stream adds it. A noisy value beyond 2**53 grid units, which no float
+        holds exactly, is refused (PufferfishInputError) rather than rounded, as the stream
+        refuses it (core.noise.exact_float); the refusal depends on the noise, so the draw
+        counts as made (its charge is spent)."""
+        value = validation.on_grid(validation.exact_real(value, "value"), self.grid_log2)
+        units = grid_units(value, self.grid_log2)
+        assert units is not None  # on the grid
+        noisy = exact_float(discrete_laplace_units(units, self.theta, self.grid_log2),
+                            self.grid_log2)
+        if noisy is None:
+            raise PufferfishInputError(
+                "value", f"the noisy value is beyond 2**53 grid units of 2**{self.grid_log2}, "
+                "which no float holds exactly: refused, not rounded (use a coarser grid_log2)")
+        return noisy
 
 
 def group_pairs(

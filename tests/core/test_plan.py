@@ -418,6 +418,37 @@ def test_draw_refuses_off_grid_values(issue_plan: ReleasePlan) -> None:
     assert info.value.field == "value"
 
 
+def test_draw_refuses_a_noisy_value_beyond_two_to_the_53_grid_units(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On the 2**-2 grid 2**51 is 2**53 grid units, the last count every float holds exactly:
+    # one unit of noise more is 9007199254740993/4, which float() rounds back to 2**51.
+    import pufferfish_core.noise
+
+    plan = ReleasePlan(1.0, 1.0, 1.0, -2, "g", VP)
+    for noise_units, published in ((0, 2251799813685248.0), (-1, 2251799813685247.75)):
+        monkeypatch.setattr(pufferfish_core.noise, "sample_discrete_laplace",
+                            lambda scale, z=noise_units: z)
+        assert plan.draw(2.0**51) == published
+    monkeypatch.setattr(pufferfish_core.noise, "sample_discrete_laplace", lambda scale: 1)
+    for value in (2.0**51, 2.0**51 + 0.5):
+        with pytest.raises(PufferfishInputError, match=r"^value: .*beyond 2\*\*53 grid units"):
+            plan.draw(value)
+    monkeypatch.setattr(pufferfish_core.noise, "sample_discrete_laplace", lambda scale: -1)
+    with pytest.raises(PufferfishInputError, match="beyond 2\\*\\*53"):
+        plan.draw(-(2.0**51))  # -(2**53 + 1) units: refused on the negative side too
+
+
+def test_draw_refuses_a_sum_far_beyond_what_a_float_holds_whatever_the_noise() -> None:
+    # 2**60 on the 2**-10 grid is 2**70 units; noise of scale 1 / 2**-10 never comes near
+    # 2**53, so the real sampler refuses it on every draw
+    plan = ReleasePlan(1.0, 1.0, 1.0, -10, "g", VP)
+    for _ in range(20):
+        with pytest.raises(PufferfishInputError) as info:
+            plan.draw(2.0**60)
+        assert info.value.field == "value"
+
+
 # -- schedule ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("total", "charge", "releases"),
