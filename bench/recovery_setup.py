@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import PARTITIONS
+from bench.producing import produce_waiting
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 
@@ -48,12 +49,7 @@ def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> 
         total += v
         value = json.dumps({"user_id": user, "value": v,
                             "report_id": f"r-{i}", "ts": ts}).encode()
-        while True:
-            try:
-                producer.produce(topic, value, key=user.encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, user, value)
         if i % 10000 == 0:
             producer.poll(0)
     left = producer.flush(120)
