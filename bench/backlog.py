@@ -26,6 +26,7 @@ from typing import Any
 
 from bench import _common
 from bench.harness import DOMAIN, PARTITIONS, loadavg, topic_names, wait_for
+from bench.producing import produce_waiting
 from bench.worker_pipeline import start_worker
 from stream_app.demo.broker_admin import create_topics
 from tests.noida_broker import NoidaBroker
@@ -59,26 +60,17 @@ def produce(bootstrap: str, topics: dict[str, str], users: list[str],
     if not transactional:
         producer = Producer({**base, "linger.ms": 20})
         for u, value in reports:
-            _produce(producer, topics["reports"], u, value)
+            produce_waiting(producer, topics["reports"], u, value)
     else:
         producer = Producer({**base, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}"})
         producer.init_transactions(30)
         for start in range(0, len(reports), PER_TRANSACTION):
             producer.begin_transaction()
             for u, value in reports[start:start + PER_TRANSACTION]:
-                _produce(producer, topics["reports"], u, value)
+                produce_waiting(producer, topics["reports"], u, value)
             producer.commit_transaction(30)
     if producer.flush(60):
         raise RuntimeError("reports not acknowledged")
-
-
-def _produce(producer: Any, topic: str, user: str, value: bytes) -> None:
-    while True:
-        try:
-            producer.produce(topic, value, key=user.encode())
-            return
-        except BufferError:
-            producer.poll(0.05)
 
 
 def one_round(broker: Any, workdir: Path, n: int, transactional: bool, seed: int

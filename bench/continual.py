@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             # w 0: one draw per window (the base), so many windows for a stable RMSE
             count = (args.windows or (20 if args.quick else 400 if ticks < 1000 else 100)) * (
                 40 if w == 0 else 1)
-            predicted = compare_mechanisms(ticks, w, KINDS, plan.spread, domain, EPSILON,
-                                           GRID_LOG2)
+            predicted = compare_mechanisms(tree_mechanism(ticks, w, KINDS, plan.spread, domain,
+                                                          EPSILON, GRID_LOG2))
             tree = predicted.tree
             binary = tree_mechanism(ticks, w, KINDS, plan.spread, domain, EPSILON, GRID_LOG2,
                                     arity=2)

@@ -37,7 +37,7 @@ from typing import Any
 from bench import _common
 from bench.harness import PARTITIONS, loadavg, start_pipeline
 from bench.markers import read_releases
-from bench.recovery import Broker, produce_users, run_settings, run_topics, tear_down
+from bench.recovery_setup import Broker, produce_users, run_settings, run_topics, tear_down
 from stream_app.metrics_page import totals
 
 NAME = "recovery-failover"

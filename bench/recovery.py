@@ -44,11 +44,10 @@ worker rejoins its group every session timeout and is never assigned (skipped, w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-import random
 import re
-import shutil
 import signal
 import tempfile
 import time
@@ -57,21 +56,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import _common
+from bench import _common, failover
 from bench.harness import PARTITIONS, Worker, loadavg, start_pipeline
 from bench.markers import read_releases
-from stream_app.demo.broker import EmbeddedBroker
-from stream_app.demo.broker_admin import create_topics
+from bench.recovery_setup import (
+    SETTINGS,
+    Broker,
+    produce_users,
+    run_settings,
+    run_topics,
+    tear_down,
+)
 from stream_app.metrics_page import totals
 
 NAME = "recovery"
-DOMAIN = [0, 1, 2, 3, 4, 5]
-SETTINGS: dict[str, Any] = {
-    "domain": DOMAIN, "pairs": ["value_presence"], "rule": "exact", "budget_total": "1e12",
-    "release_period_seconds": "1", "prior_source": "learned", "learn_period_seconds": "86400",
-    "auto_join": "true", "groups": ["g"], "log_level": "info",
-}
-TANSU_EXACT = {"producer_max_batch_size": "1", "producer_linger_seconds": "0"}
 HEADERS = ("broker", "store", "stop", "users", "load s", "load users/s", "RSS B/user loaded",
            "RSS B/user restored", "disk B/user", "restart -> /metrics s",
            "-> report counted s", "-> next release s", "worst timer drift s", "timer",
@@ -89,66 +87,6 @@ def rss_bytes(pid: int) -> int:
 
 def disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> int:
-    """One report per user ``user-<i>`` for i in [first, first + n), murmur2 partitioning
-    (Kafka's Java default: the worker's contract), batched. Returns the sum of their values."""
-    from confluent_kafka import Producer
-
-    rng = random.Random(seed)
-    total = 0
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                         "linger.ms": 50, "batch.num.messages": 10000,
-                         "queue.buffering.max.messages": 1_000_000, "acks": "all"})
-    ts = time.time()
-    for i in range(first, first + n):
-        user = f"user-{i:07d}"
-        v = rng.choice(DOMAIN)
-        total += v
-        value = json.dumps({"user_id": user, "value": v,
-                            "report_id": f"r-{i}", "ts": ts}).encode()
-        while True:
-            try:
-                producer.produce(topic, value, key=user.encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
-    left = producer.flush(120)
-    if left:
-        raise RuntimeError(f"{left} load records not acknowledged")
-    return total
-
-
-class Broker:
-    """noida-db or tansu on loopback, in its own directory."""
-
-    def __init__(self, kind: str, workdir: Path) -> None:
-        self.kind = kind
-        if kind == "noida":
-            from tests.noida_broker import NoidaBroker
-
-            self.impl: Any = NoidaBroker(workdir / "noida", workdir / "noida.log")
-            (workdir / "noida").mkdir()
-            self.impl.start()
-        else:
-            self.impl = EmbeddedBroker(log_path=workdir / "tansu.log").__enter__()
-
-    @property
-    def url(self) -> str:
-        return str(self.impl.url)
-
-    @property
-    def bootstrap(self) -> str:
-        return str(self.impl.bootstrap)
-
-    def stop(self) -> None:
-        if self.kind == "noida":
-            self.impl.stop()
-        else:
-            self.impl.__exit__(None, None, None)
 
 
 def wait(what: str, check: Callable[[], bool], worker: Worker, timeout: float,
@@ -232,33 +170,6 @@ def aggregate_rebuilds(log: str) -> tuple[set[int], float]:
     return partitions, seconds
 
 
-def run_topics(tag: str) -> tuple[str, dict[str, str]]:
-    """One run's input topic (reports and joins together) and its output topics."""
-    return f"input-{tag}", {k: f"{k}-{tag}" for k in ("releases", "partials", "deadletter",
-                                                      "priors")}
-
-
-def run_settings(kind: str, bootstrap: str, topic: str, outputs: dict[str, str],
-                 **more: Any) -> dict[str, Any]:
-    """Creates the run's topics; the workers' settings on them (``more`` last)."""
-    _common_run(create_topics(bootstrap, {topic: PARTITIONS,
-                                          **{name: 1 for name in outputs.values()}}))
-    return {**SETTINGS, "topic_reports": topic, "topic_membership": topic,
-            **{f"topic_{k}": v for k, v in outputs.items()},
-            **(TANSU_EXACT if kind == "tansu" else {}), **more}
-
-
-def tear_down(broker: Broker, workdir: Path, keep: Path | None, prefix: str) -> None:
-    """Stops the broker, copies the run's logs to ``keep`` (named ``prefix-<log>``), and removes
-    the run's directory."""
-    broker.stop()
-    if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        for log in workdir.glob("*.log"):
-            shutil.copy(log, keep / f"{prefix}-{log.name}")
-    shutil.rmtree(workdir, ignore_errors=True)
-
-
 def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = None,
             stop: str = "SIGTERM") -> list[object]:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-recovery-{kind}-{store}-"))
@@ -316,7 +227,7 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
         wait("rebuilds", lambda: len(rebuilds()[0]) >= PARTITIONS, w, timeout)
         time.sleep(2.0)  # a tick or two after the recovery
         ticks = public_clock(
-            _common_run(read_releases(broker.bootstrap, outputs["releases"])), started_wall,
+            asyncio.run(read_releases(broker.bootstrap, outputs["releases"])), started_wall,
             time.time(), float(SETTINGS["release_period_seconds"]))
         return [kind, store, stop, n, load, n / load, (loaded - empty) / n,
                 (restored - empty) / n, disk / n, to_metrics, counted, released, *timers,
@@ -325,12 +236,6 @@ def measure(kind: str, store: str, n: int, timeout: float, keep: Path | None = N
         if worker is not None:
             worker.stop(timeout=60)
         tear_down(broker, workdir, keep, f"{kind}-{store}-{n}")
-
-
-def _common_run(coro: Any) -> Any:
-    import asyncio
-
-    return asyncio.run(coro)
 
 
 def older_release(*figures: object) -> object:
@@ -386,8 +291,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "broker_heartbeat_interval=0.5)")
     args = p.parse_args(list(argv) if argv is not None else None)
     if args.failover:
-        from bench import failover
-
         return failover.run(args, argv, int(args.failover))
     sizes = [500] if args.quick else [int(u) for u in args.users]
     load_before = loadavg()

@@ -14,14 +14,12 @@ loss over a UTC day is at most that many times budget_total.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from pufferfish_core import validation
 from pufferfish_core.budget import exact_decimal
-from pufferfish_core.tree import TreeMechanism, independent_noise_sd, tree_mechanism
-from pufferfish_core.vocabulary import PairKind
+from pufferfish_core.tree import TreeMechanism, independent_noise_sd
 
 DAY_SECONDS = 86_400
 
@@ -40,19 +38,12 @@ class MechanismComparison:
         return self.tree.noise_sd()
 
 
-def compare_mechanisms(
-    ticks: int,
-    max_changes: int,
-    kinds: Iterable[PairKind],
-    spread: float,
-    domain: Sequence[float],
-    epsilon: float,
-    grid_log2: int = -10,
-) -> MechanismComparison:
-    """Per-release noise sd of both mechanisms spending ``epsilon`` over ``ticks`` ticks."""
-    tree = tree_mechanism(ticks, max_changes, kinds, spread, domain, epsilon, grid_log2)
-    return MechanismComparison(tree.shape.ticks, tree.epsilon, tree,
-                               independent_noise_sd(ticks, spread, epsilon, grid_log2))
+def compare_mechanisms(tree: TreeMechanism) -> MechanismComparison:
+    """Per-release noise sd of both mechanisms spending the tree's budget over its window's
+    ticks (the tree: core.tree.tree_mechanism)."""
+    ticks = tree.shape.ticks
+    return MechanismComparison(ticks, tree.epsilon, tree, independent_noise_sd(
+        ticks, tree.spread, tree.epsilon, tree.grid_log2))
 
 
 def release_budget(budget_total: float, learning_rounds: int,

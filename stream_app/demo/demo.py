@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -35,28 +36,29 @@ DESCRIPTION = ("The whole pipeline on one machine, with nothing to set up: an em
                "privacy window; independent: when the budget is spent), after --duration or "
                "at Ctrl-C, and writes a PNG of noisy vs exact sums.")
 
+# The options whose number must be finite and > 0 (_check, once the mechanism's defaults fill
+# those left unset: stream_app.demo.demo_defaults): flag, type, default, metavar, help.
+POSITIVE_OPTIONS: tuple[tuple[str, type, float | None, str, str], ...] = (
+    ("--users", int, 200, "N", "size of the user population"),
+    ("--rate", float, 200.0, "N", "events per second sent (all kinds)"),
+    ("--duration", float, None, "S", "seconds to run at most (default: tree, until the end of "
+     "a window; independent, until the budget is spent)"),
+    ("--epsilon", float, 1.0, "E", "privacy loss per release (independent)"),
+    ("--budget", float, None, "E", "privacy loss of the run (releases and learning rounds), "
+     "per window with one (default: tree 10, independent 50)"),
+    ("--release-period", float, None, "S",
+     "seconds between releases (default: tree 1, independent 5)"),
+    ("--learn-period", float, None, "S", "seconds between learning rounds (DP estimate of the "
+     "group's law; default: tree 30, independent 10)"),
+    ("--epsilon-learn", float, None, "E",
+     "privacy loss per learning round (default: tree 0.5, independent 1)"),
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     p = arguments.CommandParser(f"{PROG} demo", DESCRIPTION)
-    p.add_argument("--users", type=int, default=200, metavar="N",
-                   help="size of the user population")
-    p.add_argument("--rate", type=float, default=200.0, metavar="N",
-                   help="events per second sent (all kinds)")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
-                   help="seconds to run at most (default: tree, until the end of a window; "
-                   "independent, until the budget is spent)")
-    p.add_argument("--epsilon", type=float, default=1.0, metavar="E",
-                   help="privacy loss per release (independent)")
-    p.add_argument("--budget", type=float, default=None, metavar="E",
-                   help="privacy loss of the run (releases and learning rounds), per window "
-                   "with one (default: tree 10, independent 50)")
-    p.add_argument("--release-period", type=float, default=None, metavar="S",
-                   help="seconds between releases (default: tree 1, independent 5)")
-    p.add_argument("--learn-period", type=float, default=None, metavar="S",
-                   help="seconds between learning rounds (DP estimate of the group's law; "
-                   "default: tree 30, independent 10)")
-    p.add_argument("--epsilon-learn", type=float, default=None, metavar="E",
-                   help="privacy loss per learning round (default: tree 0.5, independent 1)")
+    for flag, kind, default, metavar, text in POSITIVE_OPTIONS:
+        p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     p.add_argument("--metrics-port", type=int, default=9102, metavar="PORT",
                    help="worker /metrics port on 127.0.0.1 (0: a free one)")
     p.add_argument("--seed", type=int, default=0, metavar="N",
@@ -72,19 +74,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> None:
-    positive = {
-        "users": args.users, "rate": args.rate, "epsilon": args.epsilon, "budget": args.budget,
-        "release-period": args.release_period, "learn-period": args.learn_period,
-        "epsilon-learn": args.epsilon_learn,
-    }
-    if args.duration is not None:
-        positive["duration"] = args.duration
-    if args.window is not None:
-        positive["window"] = args.window
     if args.max_changes < 0:
         raise PufferfishInputError("max-changes", f"must be >= 0, got {args.max_changes}")
-    for name, value in positive.items():
-        if not value > 0 or value != value or value == float("inf"):
+    # --window is the mechanism's option (stream_app.demo.demo_defaults), > 0 as well
+    for flag in [*(option[0] for option in POSITIVE_OPTIONS), "--window"]:
+        name = flag.removeprefix("--")
+        value = getattr(args, name.replace("-", "_"))
+        if value is not None and not 0 < value < math.inf:  # None: no duration, no window
             raise PufferfishInputError(name, f"must be a finite number > 0, got {value}")
     if args.plot is not None and args.no_plot:
         raise PufferfishInputError("plot", "--plot and --no-plot exclude each other")

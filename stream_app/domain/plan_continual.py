@@ -57,8 +57,9 @@ def mechanisms(s: Settings, plan: ReleasePlan, windows: WindowSchedule | None,
                 "budget_total", f"must exceed the learning charges of a window ({rounds} "
                 f"rounds x epsilon_learn {s.epsilon_learn:g}): the tree has no budget left")
         return out
-    both = compare_mechanisms(windows.ticks_max, s.max_changes_per_window, s.pairs, plan.spread,
-                              s.domain, epsilon_r, s.grid_log2)
+    both = compare_mechanisms(tree_mechanism(windows.ticks_max, s.max_changes_per_window,
+                                             s.pairs, plan.spread, s.domain, epsilon_r,
+                                             s.grid_log2))
     tree = both.tree
     out.update({
         "noise_sd_independent": both.noise_sd_independent,

@@ -63,6 +63,7 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         windows = None if s.budget_window_seconds is None else window_schedule(
             s.budget_total, charge, s.release_period_seconds, s.budget_window_seconds, *learn)
     both = mechanisms(s, plan, windows, learner is not None)
+    lasts, lasts_worst = _until_exhausted(aligned, worst, windows)
     if tree_mode(s):
         charge = both["window_charge"]  # at the window's first release; 0 at the others
     failure = _failure(s, len(plan.groups), learner is not None, aligned, worst, windows)
@@ -79,23 +80,18 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         **both,
         "budget_total": s.budget_total,
         "release_period_seconds": s.release_period_seconds,
-        "releases_until_exhausted": aligned.releases if windows is None else
-        windows.releases_min,
-        "seconds_until_exhausted": aligned.seconds if windows is None else
-        windows.lasts_seconds_min,
+        "releases_until_exhausted": lasts.releases,
+        "seconds_until_exhausted": lasts.seconds,
         "schedule_capped": False,  # kept for readers: the schedule has no cap (closed form)
         "prior_source": s.prior_source,
         "window": None if windows is None else _window(s, windows),
         "learning": None if learner is None else {
             "epsilon_learn": learner.epsilon_learn,
             "learn_period_seconds": s.learn_period_seconds,
-            "rounds_until_exhausted": aligned.learning_rounds if windows is None else
-            windows.rounds_max,
+            "rounds_until_exhausted": lasts.learning_rounds,
             # no window: the most rounds and the fewest releases of any start time
-            "rounds_until_exhausted_max": worst.learning_rounds if windows is None else
-            windows.rounds_max,
-            "releases_until_exhausted_min": worst.releases if windows is None else
-            windows.releases_min,
+            "rounds_until_exhausted_max": lasts_worst.learning_rounds,
+            "releases_until_exhausted_min": lasts_worst.releases,
             "prior_floor": learner.floor,
             "learn_min_mass": learner.min_mass,
             "prior_confidence_beta": s.prior_confidence_beta,
@@ -111,6 +107,18 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         **failure,
         "loss_per_day": loss_per_day(s, failure),
     }
+
+
+def _until_exhausted(aligned: Schedule, worst: Schedule, windows: WindowSchedule | None
+                     ) -> tuple[Schedule, Schedule]:
+    """How long the budget lasts, (from tick 1, from the worst start): without windows the
+    deployment's whole budget; with windows each window's, the fewest releases and seconds and
+    the most learning rounds of any window, for both."""
+    if windows is None:
+        return aligned, worst
+    window = Schedule(releases=windows.releases_min, learning_rounds=windows.rounds_max,
+                      seconds=windows.lasts_seconds_min)
+    return window, window
 
 
 def _window(s: Settings, w: WindowSchedule) -> dict[str, Any]:

@@ -6,7 +6,8 @@ stacks.)
 For a worker that is alive but not consuming: the log gets one block with the consumer's
 assignment, its paused partitions, whether Faust's flow is suspended, the fetch position and
 committed offset of every assigned input partition, and the stack of every asyncio task. Code
-locations and offsets only: no record, value or user id is printed (log_safety).
+locations and offsets only: no record, value or user id is printed (log_safety). The block
+starts with ``HEADER`` and ends with ``FOOTER``: a reader of the log knows it has all of it.
 """
 
 from __future__ import annotations
@@ -21,11 +22,18 @@ from typing import Any
 
 log = logging.getLogger("stream_app.faust_adapter.diagnostics")
 
+HEADER = "diagnostics (SIGUSR1)"
+FOOTER = "end of diagnostics"
+# Awaitables without a frame of their own that stand for a coroutine or an async generator:
+# ``coro.__await__()`` (how Faust's actor awaits its agent's coroutine) and the steps of an
+# ``async for`` (how an agent awaits its stream's batches).
+_WRAPPERS = ("coroutine_wrapper", "async_generator_asend", "async_generator_athrow")
+
 
 async def dump(app: Any) -> None:
     """Log the consumer state and every task's stack (one WARNING record)."""
     out = io.StringIO()
-    out.write("diagnostics (SIGUSR1)\n")
+    out.write(f"{HEADER}\n")
     try:
         out.write(await _consumer_state(app))
     except Exception as exc:  # noqa: BLE001 - a dump must never take the worker down
@@ -36,8 +44,8 @@ async def dump(app: Any) -> None:
         out.write(f"--- {task.get_name()}\n")
         for where in await_chain(task.get_coro()):
             out.write(f"    {where}\n")
-    # an agent's own coroutine hides behind Faust's wrappers: list the project's suspended
-    # coroutines and async generators with what each of them awaits
+    # also every suspended coroutine and async generator of the project, each with what it
+    # awaits (one that waits inside another task's chain is listed on its own too)
     out.write("project coroutines\n")
     for obj in gc.get_objects():
         if isinstance(obj, types.CoroutineType | types.AsyncGeneratorType):
@@ -46,14 +54,18 @@ async def dump(app: Any) -> None:
                 out.write(f"--- {frame.f_code.co_name}\n")
                 for where in await_chain(obj):
                     out.write(f"    {where}\n")
+    out.write(f"{FOOTER}\n")
     log.warning("%s", out.getvalue())
 
 
 def await_chain(coro: Any, limit: int = 40) -> list[str]:
     """Where a suspended coroutine waits, outermost first: each awaited coroutine's (or async
-    generator's) current line. asyncio's own task stacks stop at the task's first frame."""
+    generator's) current line, through the wrappers that await one (``_WRAPPERS``: an
+    agent's task reaches the agent's own coroutine). asyncio's own task stacks stop at the
+    task's first frame."""
     chain: list[str] = []
     while coro is not None and len(chain) < limit:
+        coro = _unwrapped(coro)
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(
             coro, "ag_frame", None)
         if frame is None:
@@ -64,6 +76,16 @@ def await_chain(coro: Any, limit: int = 40) -> list[str]:
         coro = (getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
                 or getattr(coro, "ag_await", None))
     return chain
+
+
+def _unwrapped(awaitable: Any) -> Any:
+    """The coroutine or async generator a ``_WRAPPERS`` awaitable stands for (the wrapper
+    holds it, unnamed: gc finds it among its referents); anything else as it is."""
+    if type(awaitable).__name__ in _WRAPPERS:
+        for inner in gc.get_referents(awaitable):
+            if isinstance(inner, types.CoroutineType | types.AsyncGeneratorType):
+                return inner
+    return awaitable
 
 
 async def _consumer_state(app: Any) -> str:

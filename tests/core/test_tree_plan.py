@@ -7,6 +7,7 @@ import math
 import pytest
 
 from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.tree import tree_mechanism
 from pufferfish_core.tree_plan import compare_mechanisms, release_budget, windows_per_day
 from pufferfish_core.vocabulary import PairKind
 
@@ -20,7 +21,7 @@ def discrete_laplace_sd(theta: float, grid: float) -> float:
 
 
 def test_two_ticks_one_change_worked_by_hand() -> None:
-    got = compare_mechanisms(2, 1, KINDS, 5.0, DOMAIN, 1.0, grid_log2=0)
+    got = compare_mechanisms(tree_mechanism(2, 1, KINDS, 5.0, DOMAIN, 1.0, grid_log2=0))
     # n = 1: one node (0, 1]; delta_0 = 5 then 0: |5| + |0 - 5| = 10, theta 10 / 1.
     # Tick 0 adds the base, tick 1 the base and the node: 1.5 draws on average.
     assert got.tree.sensitivity == 10.0 and got.tree.scale == pytest.approx(10.0)
@@ -32,7 +33,7 @@ def test_two_ticks_one_change_worked_by_hand() -> None:
 
 def test_a_day_of_ten_second_ticks_without_changes() -> None:
     # w 0: only the base, theta = spread / epsilon_r = 5 / 7.6; independent 8,640 x 5 / 7.6
-    got = compare_mechanisms(8640, 0, KINDS, 5.0, DOMAIN, 7.6)
+    got = compare_mechanisms(tree_mechanism(8640, 0, KINDS, 5.0, DOMAIN, 7.6))
     grid = 2.0**-10
     assert got.noise_sd_tree == pytest.approx(discrete_laplace_sd(5 / 7.6, grid))
     assert got.noise_sd_independent == pytest.approx(discrete_laplace_sd(8640 * 5 / 7.6, grid))

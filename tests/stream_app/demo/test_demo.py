@@ -102,6 +102,8 @@ def test_population_payloads_match_topic_schemas() -> None:
         (["--max-changes", "-1"], "max-changes"),
         (["--mechanism", "matrix"], "arguments"),
         (["--release-period", "0"], "release-period"),
+        (["--learn-period", "-2"], "learn-period"),
+        (["--epsilon-learn", "inf"], "epsilon-learn"),
         (["--metrics-port", "70000"], "metrics-port"),
         (["--bogus"], "arguments"),
         (["--users", "many"], "arguments"),
