@@ -7,8 +7,9 @@ t's prefix nodes; by telescoping that is the tree mechanism's base + nodes. A dr
 once the journal has it: a draw whose append failed was never published; the next release
 re-reads the journal first (the append may have landed after all) and otherwise appends the
 same value again, so that a late landing never puts a second value of a node in the journal;
-a draw this tree journaled is never replaced by a read (docs/privacy.md, "On the worker"). The journal holds the raw noise,
-which with a published value gives the exact sum: it is operator-facing only, like the partials.
+a draw this tree journaled is never replaced by a read (docs/privacy.md, "On the worker").
+The journal holds the raw noise, which with a published value gives the exact sum: it is
+operator-facing only, like the partials.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class WindowTree:
             raise ValueError("a frozen window without a release needs a snapshot")
         m = self.mechanism
         nodes = m.draws(tick)
-        fresh = [self.unsure.pop(node, None) or NodeDraw(
+        fresh = [self.unsure.pop(node) if node in self.unsure else NodeDraw(
             self.window, node, m.draw_units(), m.scale, m.shape.arity, m.shape.ticks)
             for node in nodes if node not in self.drawn]
         if fresh:
