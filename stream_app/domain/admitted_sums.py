@@ -21,16 +21,19 @@ class AdmittedSums:
     previous_units: int | None
     durable: TreeState | None
 
-    def roll(self, window: int) -> None:
+    def roll(self, window: int, settled: bool = False) -> None:
         """Enter ``window`` (never back): every user's admitted contribution becomes its raw
         one, except those already counting in ``window`` (another worker's clock ahead). When
-        the state rolled was acknowledged (``durable`` is it), the rolled one is too: a
+        the state rolled was acknowledged (``durable`` is it, or ``settled``: the caller knows
+        no write of the partition is pending), the rolled one is too: a
         partition whose first record in the window is still unacknowledged shows the window,
         not the one before, so a tick never waits on whether a user reported (docs/privacy.md,
         "Continual release", "On the worker")."""
         if window <= self.window:
+            if settled:
+                self.durable = self.tree_state()
             return
-        settled = self.durable is not None and self.durable == self.tree_state()
+        settled = settled or (self.durable is not None and self.durable == self.tree_state())
         if self.window < 0:  # rebuilt: the window before from the users' stored states
             self.previous_units = self._rebuilt_previous(window)
         else:  # a window skipped had no record here: it ended at its base, the raw sum

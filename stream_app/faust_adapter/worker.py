@@ -200,10 +200,8 @@ class PufferfishApp:
             agg = self.aggregates.get(partition)  # (gone if a rebalance came meanwhile)
             if agg is None:
                 continue
-            if window is not None:
-                if partition not in pending:  # every write acknowledged: memory is durable
-                    agg.durable = agg.tree_state()
-                agg.roll(window)  # on the clock: a partition without records rolls too
+            if window is not None:  # on the clock: a partition without records rolls too,
+                agg.roll(window, settled=partition not in pending)  # nothing pending: durable
             if not agg.dirty:
                 continue
             try:

@@ -98,3 +98,14 @@ def test_a_roll_over_unacknowledged_changes_keeps_the_acknowledged_state() -> No
     agg.roll(4)
     assert agg.partial_fields(pending=True) == dict(window=3, admitted_units=5,
                                                     previous_units=4, sum_units=5)
+
+
+def test_a_roll_the_worker_knows_settled_is_acknowledged() -> None:
+    """The partials timer rolls a partition with no write pending (``settled``): its state is
+    acknowledged even if no acknowledgement set ``durable`` yet (a rebuilt partition)."""
+    agg = PartitionAggregate(partition=0, sum_units=5)
+    assert agg.durable is None
+    agg.roll(4, settled=True)
+    agg.replace(Contribution(0, None, None), Contribution(2, None, None))  # a join, unacked
+    assert agg.partial_fields(pending=True) == dict(window=4, admitted_units=5,
+                                                    previous_units=5, sum_units=5)
