@@ -59,7 +59,7 @@ class CoupledRange:
     """What the coupling allows for one pair kind. worlds 1: delta_t itself lies in
     [low, high] and changes at most w times; worlds 2: each world's admitted contribution lies
     in [low, high] and changes at most w times, at ticks of its own (delta may change 2w times).
-    Always low <= 0 <= high; |delta_0| <= spread in both cases."""
+    Always low <= 0 <= high; the first read's bound is ``base_bound``'s."""
 
     low: float
     high: float
