@@ -47,6 +47,8 @@ def run_cli(
         ({"PUFFERFISH_PAIRS": '["distribution_change"]'}, "pairs: distribution_change needs"),
         ({"PUFFERFISH_PAIRS": '["value_presence"]', "PUFFERFISH_DOMAIN": "[0]"},
          "pairs: no configured pair needs noise"),
+        ({"PUFFERFISH_PORTS_FILE": "{tmp}/missing/ports.json", "PUFFERFISH_METRICS_PORT": "0"},
+         "ports_file: cannot write {tmp}/missing/ports.json: No such file or directory"),
     ],
 )
 def test_bad_settings_exit_2_one_line(
@@ -60,7 +62,7 @@ def test_bad_settings_exit_2_one_line(
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pufferfish: error: "), proc.stderr
-    assert needle in lines[0] and "Traceback" not in proc.stderr
+    assert needle.replace("{tmp}", str(tmp_path)) in lines[0] and "Traceback" not in proc.stderr
 
 
 def test_secret_not_in_error_output(tmp_path: Path) -> None:
