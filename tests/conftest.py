@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
+from tests import ports
 from tests.kafka_helpers import consume_all, json_values, produce_json
 
 __all__ = ["consume_all", "json_values", "produce_json"]
@@ -78,3 +79,10 @@ def broker_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with EmbeddedBroker(log_path=log) as b:
         yield b
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port where nothing listens, reserved for the test (tests/ports.py)."""
+    with ports.closed_port() as port:
+        yield port

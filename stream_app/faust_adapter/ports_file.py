@@ -51,14 +51,15 @@ class PortsFile:
         os.replace(temporary, self.path)
 
 
-def reported_port(path: Path, server: str, pid: int) -> int | None:
+def reported_port(path: Path, server: str, pid: int | None) -> int | None:
     """The port ``server`` of process ``pid`` listens on, as its ports file says; None while
-    the file is missing, is another process's, or does not name that server yet."""
+    the file is missing, is another process's, or does not name that server yet. ``pid`` None:
+    whichever process wrote it (a path no other process writes to)."""
     try:
         written = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(written, dict) or written.get("pid") != pid:
+    if not isinstance(written, dict) or (pid is not None and written.get("pid") != pid):
         return None
     port = written.get(server)
     return port if isinstance(port, int) and port > 0 else None

@@ -40,6 +40,7 @@ def test_a_reader_never_takes_another_processs_ports(tmp_path: Path) -> None:
     path.write_text(json.dumps({"pid": 12345, "metrics": 40001}))
     assert reported_port(path, "metrics", 12345) == 40001
     assert reported_port(path, "metrics", 54321) is None
+    assert reported_port(path, "metrics", None) == 40001  # a path only one process writes to
 
 
 @pytest.mark.parametrize("text", ["", "{", "[1]", '{"pid": 7, "metrics": 0}',

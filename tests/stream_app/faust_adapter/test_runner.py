@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics, topic_partitions
 from tests.stream_app.worker_proc import (
     REPO,
@@ -76,10 +76,10 @@ def test_secret_not_in_error_output(tmp_path: Path) -> None:
     assert "s3cr3t-pw" not in proc.stderr + proc.stdout
 
 
-def test_an_unreachable_broker_is_one_line_within_the_timeout() -> None:
+def test_an_unreachable_broker_is_one_line_within_the_timeout(closed_port: int) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update({"PUFFERFISH_METRICS_PORT": "off"})
-    closed = free_port()  # asked of the OS and released: nothing listens there
+    closed = closed_port  # held by the test, never listened on: nothing answers there
     started = time.monotonic()
     proc = run_cli(env, "--broker", f"kafka://127.0.0.1:{closed}", "--timeout", "5")
     took = time.monotonic() - started
@@ -108,8 +108,7 @@ def test_partition_mismatch_is_refused(broker: EmbeddedBroker, tmp_path: Path) -
 def test_creates_topics_serves_loopback_and_stops_on_sigint(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    web_port = free_port()
-    env = worker_env(broker, tmp_path, app_id="sig", input_partitions="3", web_port=str(web_port),
+    env = worker_env(broker, tmp_path, app_id="sig", input_partitions="3", web_port="0",
                      topic_reports="in-r", topic_membership="in-m", topic_releases="out-r",
                      topic_deadletter="out-d", topic_partials="mid-p")
     worker = start_worker(env, tmp_path, "w")
@@ -125,8 +124,9 @@ def test_creates_topics_serves_loopback_and_stops_on_sigint(
         assert listening, "the worker listens on nothing (metrics expected)"
         assert all(host == "127.0.0.1" for host, _ in listening), listening
         assert ("127.0.0.1", worker.metrics_port) in listening
-        wait_for(lambda: ("127.0.0.1", web_port) in _listening_ports(worker.proc.pid), 60,
-                 "the Faust web server on the configured loopback port")
+        web_port = worker.port("web")  # reported once it listens
+        assert ("127.0.0.1", web_port) in _listening_ports(worker.proc.pid)
+        assert web_port != worker.metrics_port
         assert all(host == "127.0.0.1" for host, _ in _listening_ports(worker.proc.pid))
     finally:
         rc = worker.stop(signal.SIGINT)
