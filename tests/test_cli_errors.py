@@ -95,11 +95,11 @@ def test_a_busy_metrics_port_is_named_before_the_broker_is_tried(
     assert time.monotonic() - started < START_SLACK_S
 
 
-# the default port, and 0 (the OS would pick it): the host is refused before any bind
+# the default port, and 0 (the OS would pick it): the host is refused before any bind, and
+# before the broker (which listens nowhere: tried first, its error would be the one line)
 @pytest.mark.parametrize("port", ["9102", "0"])
 def test_a_metrics_host_that_is_not_this_hosts_is_named_before_the_broker_is_tried(
         port: str) -> None:
-    started = time.monotonic()
     settings = {"metrics_port": port} if port == "0" else {}
     proc = pufferfish(["run", "--broker", "kafka://127.0.0.1:1", "--timeout", "30"],
                       user_env(metrics_host="192.0.2.1", **settings), timeout=90)
@@ -107,4 +107,3 @@ def test_a_metrics_host_that_is_not_this_hosts_is_named_before_the_broker_is_tri
     assert (error["field"], error["message"]) == (
         "metrics_host", f"cannot listen on 192.0.2.1:{port}: not an address of this host "
         "(PUFFERFISH_METRICS_HOST)")
-    assert time.monotonic() - started < START_SLACK_S  # not the 30 s broker wait
