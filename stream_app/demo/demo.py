@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon-learn", type=float, default=None, metavar="E",
                    help="privacy loss per learning round (default: tree 0.5, independent 1)")
     p.add_argument("--metrics-port", type=int, default=9102, metavar="PORT",
-                   help="worker /metrics port on 127.0.0.1 (0: a free one)")
+                   help="worker /metrics port on 127.0.0.1 (0: one the OS picks)")
     p.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of the population's join/leave churn")
     p.add_argument("--plot", type=Path, default=None, metavar="FILE",
