@@ -27,6 +27,7 @@ from pufferfish_core.distribution import Distribution, point_zero
 from stream_app import metrics_page as metrics
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
+from stream_app.faust_adapter.ports_file import reported_port
 from stream_app.metrics_page import Samples
 from tests.kafka_helpers import consume_all, json_values
 from tests.ports import worker_port
@@ -74,6 +75,16 @@ class Worker:
         if server not in self.ports:
             self.ports[server] = worker_port(self.ports_file, server, self.proc, self.log)
         return self.ports[server]
+
+    def samples(self) -> Samples:
+        """Every sample of its /metrics: {} while it does not answer, or before the worker said
+        where it listens (waiting for either is the caller's wait)."""
+        if "metrics" not in self.ports:
+            port = reported_port(self.ports_file, "metrics", self.proc.pid)
+            if port is None:
+                return {}
+            self.ports["metrics"] = port
+        return scrape(self.ports["metrics"])
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -159,7 +170,7 @@ def handled(workers: Iterable[Worker]) -> float:
     """Input records handled (consumed + rejected) summed over workers."""
     total = 0.0
     for w in workers:
-        sums = metrics.totals(scrape(w.metrics_port))
+        sums = metrics.totals(w.samples())
         total += sums.get("pufferfish_events_applied_total", 0.0)
         total += sums.get("pufferfish_events_rejected_total", 0.0)
     return total

@@ -17,7 +17,6 @@ from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics, topic_partitions
 from tests.stream_app.worker_proc import (
     REPO,
-    scrape,
     start_worker,
     worker_env,
 )
@@ -113,7 +112,7 @@ def test_creates_topics_serves_loopback_and_stops_on_sigint(
                      topic_deadletter="out-d", topic_partials="mid-p")
     worker = start_worker(env, tmp_path, "w")
     try:
-        wait_for(lambda: bool(scrape(worker.metrics_port)), 60, "metrics endpoint")
+        wait_for(lambda: bool(worker.samples()), 60, "metrics endpoint")
         parts = asyncio.run(topic_partitions(broker.bootstrap))
         assert {k: parts.get(k) for k in ("in-r", "in-m", "out-r", "out-d", "mid-p")} == {
             "in-r": 3, "in-m": 3, "out-r": 1, "out-d": 1, "mid-p": 1,
