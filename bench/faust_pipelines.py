@@ -60,13 +60,17 @@ def run(kind: str) -> int:
     from prometheus_client import Counter as PromCounter
 
     from stream_app.faust_adapter.heap import freeze_startup_heap
+    from stream_app.faust_adapter.ports_file import PortsFile
     from stream_app.faust_adapter.runner import new_event_loop, worker_class
     from stream_app.settings import Settings
 
     s = Settings()
     registry = CollectorRegistry()
     consumed = PromCounter("pufferfish_events_applied", "events", ["kind"], registry=registry)
-    start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
+    server, _thread = start_http_server(s.metrics_port or 0, addr="127.0.0.1", registry=registry)
+    ports = PortsFile(s.ports_file)  # where the bench harness reads the port (0: the OS's)
+    ports.start()
+    ports.listening("metrics", server.server_port)
     app = build_app(kind, s)
     inputs = app.topic(s.topic_reports, s.topic_membership, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw",

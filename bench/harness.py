@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import REPO
-from stream_app.demo.broker import EmbeddedBroker, free_port
-from stream_app.metrics_page import Samples, fetch, local_url, scrape, totals
+from stream_app.demo.broker import EmbeddedBroker
+from stream_app.faust_adapter.ports_file import reported_port
+from stream_app.metrics_page import Samples, local_url, scrape, totals
 
 PARTITIONS = 4
 DOMAIN = tuple(float(v) for v in range(16))
@@ -166,39 +167,32 @@ def start_pipeline(
         env[f"PUFFERFISH_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
     env["PYTHONPATH"] = str(REPO)
     log_path = workdir / f"worker-{tag}{run}-{cmd[-1]}-{index}.log"
-    for _ in range(PORT_ATTEMPTS):
-        # free a moment ago: another process (a parallel test) may take it before the pipeline
-        # binds it, and the pipeline then exits at once; it is started again on another port
-        port = free_port()
-        env["PUFFERFISH_METRICS_PORT"] = str(port)
-        offset = log_path.stat().st_size if log_path.exists() else 0
-        proc = subprocess.Popen(
-            [sys.executable, *cmd], env=env, cwd=str(workdir),
-            stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-        )
-        if not _lost_its_port(proc, port, log_path, offset):
-            break
-    return Worker(proc, port, log_path, topics)
+    # its /metrics on a port the OS picks: the pipeline says which in its ports file (no port
+    # is chosen first and taken by another process, e.g. a parallel test, before it binds)
+    ports_file = log_path.with_suffix(".ports.json")
+    env["PUFFERFISH_METRICS_PORT"] = "0"
+    env["PUFFERFISH_PORTS_FILE"] = str(ports_file)
+    proc = subprocess.Popen(
+        [sys.executable, *cmd], env=env, cwd=str(workdir),
+        stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    return Worker(proc, _metrics_port(proc, ports_file, log_path), log_path, topics)
 
 
-PORT_ATTEMPTS = 3
-
-
-def _lost_its_port(proc: subprocess.Popen[bytes], port: int, log_path: Path,
-                   offset: int, timeout: float = 60.0) -> bool:
-    """Waits until the pipeline serves its metrics; True when it exited because the port was
-    taken (any other exit is left to the caller's ``check_alive``)."""
+def _metrics_port(proc: subprocess.Popen[bytes], ports_file: Path, log_path: Path,
+                  timeout: float = 60.0) -> int:
+    """The port the pipeline's /metrics listens on, once its ports file names it (the worker
+    writes it once the topics are checked); RuntimeError if it exits or is silent first."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            with open(log_path, "rb") as log:
-                log.seek(offset)
-                return b"Address already in use" in log.read()
-        if fetch(local_url(port), timeout=1.0) is not None:
-            return False
+    while (port := reported_port(ports_file, "metrics", proc.pid)) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            state = "timed out" if proc.poll() is None else f"exited with {proc.returncode}"
+            raise RuntimeError(f"the pipeline {state} before its ports file named its metrics "
+                               f"port ({ports_file}):\n{tail}")
         time.sleep(0.1)
-    return False
+    return port
 
 
 def wait_for(worker: Worker | Group, count: float, timeout: float, what: str) -> None:

@@ -230,6 +230,8 @@ class Metrics:
             self.registry.register(self.budget_window_remaining_seconds)
             self.window_shown = True
 
-    def serve(self, host: str = "127.0.0.1", port: int = 9102) -> None:
-        """Expose /metrics. Loopback unless the operator binds elsewhere explicitly."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str = "127.0.0.1", port: int = 9102) -> int:
+        """Expose /metrics. Loopback unless the operator binds elsewhere explicitly. Returns
+        the port it listens on (for port 0: the one the OS picked)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return int(server.server_port)

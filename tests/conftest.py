@@ -5,7 +5,10 @@ runs serially. Every test must be isolated from the tests running beside it:
 
 - brokers: its own (`broker`), or one shared per module and worker process (`broker_module`)
   with topic names, app id and consumer group of its own (uuid-suffixed);
-- ports: asked of the OS (`free_port()`), never fixed;
+- ports: from the OS and never chosen then bound: a server binds port 0 and reports the port it
+  got (a worker in its ports file, Prometheus in its log: tests/ports.py); an address where
+  nothing may listen is the `closed_port` fixture (held bound, never listened on); only the
+  brokers that must be told their port use `free_port()` (tests/test_suite_rules.py);
 - files: under its own `tmp_path` / `tmp_path_factory`, never a fixed path;
 - servers it starts (workers, Prometheus, brokers) are stopped by the test or its fixture;
 - the process environment: restored after every test (`_environment_restored`; an in-process
@@ -30,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
+from tests import ports
 from tests.kafka_helpers import consume_all, json_values, produce_json
 
 __all__ = ["consume_all", "json_values", "produce_json"]
@@ -78,3 +82,10 @@ def broker_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with EmbeddedBroker(log_path=log) as b:
         yield b
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port where nothing listens, reserved for the test (tests/ports.py)."""
+    with ports.closed_port() as port:
+        yield port

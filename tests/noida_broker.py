@@ -19,6 +19,7 @@ from typing import IO
 from stream_app.demo.broker import HOST, free_port, port_free
 from stream_app.demo.broker_admin import wait_ready
 from stream_app.demo.worker_process import stop_process_group
+from tests.reliability import procnet
 from tests.waiting import wait_for
 
 
@@ -31,17 +32,27 @@ def noida_command() -> str:
     return found
 
 
+class PortLost(RuntimeError):
+    """noida-db could not bind the port chosen for it (another process took it first)."""
+
+
 class NoidaBroker:
     """`noida-db start --only kafka` on 127.0.0.1:<port> with its data in `data_dir`.
 
-    stop() ends its whole process group (the wrapper alone would leave the server running);
-    start() again on the same port and directory brings the same log back.
+    A broker that advertises its port cannot bind 0 and say which it got: the first start()
+    is on a port free_port() chose, and on another one when that one is taken before
+    noida-db binds it (noida-db then exits: "port … is already in use"). stop() ends its whole
+    process group (the wrapper alone would leave the server running); start() again on the
+    same port and directory brings the same log back.
     """
+
+    START_ATTEMPTS = 3
 
     def __init__(self, data_dir: Path, log_path: Path) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = free_port()
+        self.started_once = False  # then its clients look for it on self.port
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -55,7 +66,23 @@ class NoidaBroker:
 
     def start(self, timeout: float = 60.0) -> NoidaBroker:
         assert self._proc is None, "already started"
-        wait_for(lambda: port_free(self.port), 30, f"port {self.port} to be free again")
+        if self.started_once:  # a restart: where the clients look, once the old one let go
+            wait_for(lambda: port_free(self.port), 30, f"port {self.port} to be free again")
+        attempts = 1 if self.started_once else self.START_ATTEMPTS
+        for attempt in range(attempts):
+            try:
+                self._launch(timeout)
+                self.started_once = True
+                return self
+            except PortLost:
+                if attempt == attempts - 1:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _launch(self, timeout: float) -> None:
+        if not port_free(self.port):
+            raise PortLost(f"port {self.port} on {HOST} is in use")
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
             [noida_command(), "start", "--only", "kafka", "--kafka-port", str(self.port),
@@ -64,11 +91,22 @@ class NoidaBroker:
             start_new_session=True,
         )
         try:
+            # ours once its process group listens there: another broker on the port (it was
+            # taken after it was chosen) would answer too, and noida-db exits when it cannot bind
+            wait_for(self._listening, timeout, f"noida-db to listen on {self.bootstrap}")
             asyncio.run(wait_ready(self.bootstrap, timeout))
         except BaseException:
             self.stop()
             raise
-        return self
+
+    def _listening(self) -> bool:
+        assert self._proc is not None
+        if self._proc.poll() is not None:
+            log = self.log_path.read_text(errors="replace")
+            if f"port {self.port} is already in use" in log:
+                raise PortLost(f"port {self.port} on {HOST} was taken before noida-db bound it")
+            raise RuntimeError(f"noida-db exited ({self._proc.returncode}): {log[-2000:]}")
+        return (HOST, self.port) in procnet.listening(procnet.descendants(self._proc.pid))
 
     def stop(self, grace: float = 15.0) -> None:
         proc, self._proc = self._proc, None

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from stream_app.demo.broker import free_port
 from tests.installed_cli import one_line_error, pufferfish, user_env
 
 COMMANDS = {  # each reads the broker setting; none needs a topic to exist to fail as below
@@ -67,8 +66,8 @@ def test_a_url_missing_a_slash_is_a_format_error_not_an_unreachable_broker() -> 
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_an_unreachable_broker_says_what_to_do(command: str) -> None:
-    url = f"kafka://127.0.0.1:{free_port()}"  # nobody listens
+def test_an_unreachable_broker_says_what_to_do(command: str, closed_port: int) -> None:
+    url = f"kafka://127.0.0.1:{closed_port}"  # nobody listens
     started = time.monotonic()
     proc = pufferfish([*COMMANDS[command], "--broker", url, "--timeout", "2"], timeout=90)
     elapsed = time.monotonic() - started
@@ -96,10 +95,15 @@ def test_a_busy_metrics_port_is_named_before_the_broker_is_tried(
     assert time.monotonic() - started < START_SLACK_S
 
 
-def test_a_metrics_host_that_is_not_this_hosts_is_named() -> None:
+# the default port, and 0 (the OS would pick it): the host is refused before any bind, and
+# before the broker (which listens nowhere: tried first, its error would be the one line)
+@pytest.mark.parametrize("port", ["9102", "0"])
+def test_a_metrics_host_that_is_not_this_hosts_is_named_before_the_broker_is_tried(
+        port: str) -> None:
+    settings = {"metrics_port": port} if port == "0" else {}
     proc = pufferfish(["run", "--broker", "kafka://127.0.0.1:1", "--timeout", "30"],
-                      user_env(metrics_host="192.0.2.1", metrics_port=str(free_port())),
-                      timeout=90)
+                      user_env(metrics_host="192.0.2.1", **settings), timeout=90)
     error = one_line_error(proc)
-    assert error["field"] == "metrics_host"
-    assert error["message"].startswith("cannot listen on 192.0.2.1:"), error["message"]
+    assert (error["field"], error["message"]) == (
+        "metrics_host", f"cannot listen on 192.0.2.1:{port}: not an address of this host "
+        "(PUFFERFISH_METRICS_HOST)")

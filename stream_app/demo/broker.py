@@ -21,12 +21,14 @@ from typing import IO, Any
 from stream_app.demo.broker_admin import BrokerError, wait_ready
 
 HOST = "127.0.0.1"
-
-
+_LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). Only for a broker
+    that must be told its port (tansu advertises it and cannot bind 0 and say which port it
+    got): anything that can binds port 0 itself, and the broker retries on another port when
+    this one is taken before it binds (EmbeddedBroker.start)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
@@ -43,6 +45,29 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a socket listening on HOST:port (Linux: /proc/net/tcp and
+    the process's fds); None where /proc cannot tell."""
+    try:
+        rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    except OSError:
+        return None
+    local = f"{socket.inet_aton(HOST)[::-1].hex().upper()}:{port:04X}"
+    inodes = {f"socket:[{row[9]}]" for row in rows if row[1] == local and row[3] == _LISTEN}
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        fds = list(fd_dir.iterdir())
+    except OSError:
+        return False  # gone
+    for fd in fds:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def tansu_binary() -> Path:
@@ -82,7 +107,9 @@ def _run_blocking(coro: Coroutine[Any, Any, None]) -> None:
 class EmbeddedBroker:
     """A tansu broker subprocess on 127.0.0.1 with in-memory storage.
 
-    Use as a context manager or call start()/stop(). stop() is idempotent.
+    Use as a context manager or call start()/stop(). stop() is idempotent. Without a port, one
+    the OS says is free, and another one when it is taken before tansu binds it; once started,
+    start() again after stop() is on the same port (where its clients look for it).
     """
 
     def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
@@ -117,6 +144,7 @@ class EmbeddedBroker:
             try:
                 self._launch()
                 _run_blocking(self._wait_started(timeout))
+                self._fixed_port = True  # a restart is where the clients look
                 return self
             except BaseException as exc:
                 self.stop()
@@ -149,16 +177,29 @@ class EmbeddedBroker:
         )
 
     async def _wait_started(self, timeout: float) -> None:
-        ready = asyncio.ensure_future(wait_ready(self.bootstrap, timeout))
+        ready = asyncio.ensure_future(self._listening_and_ready(timeout))
         while not ready.done():
             if self._proc is not None and self._proc.poll() is not None:
                 ready.cancel()
                 self._raise_if_exited()
             await asyncio.sleep(0.05)
         ready.result()
-        # Another broker on the same port would also answer: make sure ours is the one alive.
-        await asyncio.sleep(0.05)
         self._raise_if_exited()
+
+    async def _listening_and_ready(self, timeout: float) -> None:
+        """tansu itself listens on the port, then answers there. Another process that took the
+        port would answer too (another test's broker): until ours holds it, it is not ours,
+        and a tansu that cannot bind exits (_EarlyExit: start() retries on another port)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        assert self._proc is not None
+        while (ours := listens_on(self._proc.pid, self.port)) is False:
+            if loop.time() > deadline:
+                raise BrokerError(f"tansu did not listen on {self.bootstrap} in {timeout:g} s")
+            await asyncio.sleep(0.05)
+        await wait_ready(self.bootstrap, max(deadline - loop.time(), 0.1))
+        if ours is None:  # no /proc: give a tansu that lost the port the time to exit
+            await asyncio.sleep(0.05)
 
     def _raise_if_exited(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:

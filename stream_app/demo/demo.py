@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     for flag, kind, default, metavar, text in POSITIVE_OPTIONS:
         p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     p.add_argument("--metrics-port", type=int, default=9102, metavar="PORT",
-                   help="worker /metrics port on 127.0.0.1 (0: a free one)")
+                   help="worker /metrics port on 127.0.0.1 (0: one the OS picks)")
     p.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of the population's join/leave churn")
     p.add_argument("--plot", type=Path, default=None, metavar="FILE",

@@ -16,15 +16,15 @@ from typing import IO, Any
 
 from aiokafka import AIOKafkaProducer
 
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import BrokerError
 from stream_app.demo.demo_plot import plot_run
 from stream_app.demo.demo_view import DemoView, Truth, follow
-from stream_app.demo.demo_worker import start_demo_worker
+from stream_app.demo.demo_worker import metrics_url, start_demo_worker
 from stream_app.demo.population import Event, Population
 from stream_app.demo.worker_process import comparison_sd, demo_settings, stop_process_group, tail
 from stream_app.kafka.topics import ensure_topics
-from stream_app.metrics_page import local_url, scrape, totals
+from stream_app.metrics_page import scrape, totals
 
 PROG = "pufferfish"
 WORKER_GRACE_SECONDS = 8.0
@@ -95,14 +95,11 @@ class DemoRun:
             return None
         _say(f"broker: embedded tansu on {broker.bootstrap} (pid {broker.pid}, in memory), "
              f"ready in {time.monotonic() - t0:.2f} s")
-        metrics_port = self.args.metrics_port or free_port()
-        settings = demo_settings(self.args, broker.url, self.workdir, metrics_port)
+        settings = demo_settings(self.args, broker.url, self.workdir)
         self.view.independent_sd = comparison_sd(settings, _say)
         await ensure_topics(settings)
         self.worker, self.worker_log, truth_path = start_demo_worker(settings, self.workdir)
         self.view.truth = Truth(truth_path)
-        self.metrics_url = local_url(metrics_port)
-        _say(f"metrics: {self.metrics_url}")
         return settings
 
     # --- running --------------------------------------------------------------------------
@@ -123,7 +120,7 @@ class DemoRun:
             asyncio.create_task(follow(settings.bootstrap, settings.topic_releases,
                                        settings.topic_priors, self.view, self.stop)),
             asyncio.create_task(self._watch(started)),
-            asyncio.create_task(self._poll_metrics()),
+            asyncio.create_task(self._poll_metrics(settings)),
         ]
         if self.args.duration is not None:
             tasks.append(asyncio.create_task(self._stop_after(self.args.duration)))
@@ -188,11 +185,15 @@ class DemoRun:
         await producer.send(topic, payload, key=event.user_id.encode())
         self.sent += 1
 
-    async def _poll_metrics(self) -> None:
-        """Keeps self.metrics and self.processed (events the worker took in) fresh."""
+    async def _poll_metrics(self, settings: Any) -> None:
+        """Keeps self.metrics and self.processed (events the worker took in) fresh, once the
+        worker said where its /metrics listens (said as `metrics: URL`)."""
         loop = asyncio.get_running_loop()
         while not self.stop.is_set():
-            metrics = totals(await loop.run_in_executor(None, scrape, self.metrics_url))
+            if not self.metrics_url and self.worker is not None:
+                self.metrics_url = metrics_url(settings, self.worker.pid, _say)
+            metrics = totals(await loop.run_in_executor(None, scrape, self.metrics_url)
+                             if self.metrics_url else {})
             if metrics:
                 self.metrics = metrics
                 self.processed = int(sum(metrics.get(f"pufferfish_events_{outcome}_total", 0)

@@ -31,6 +31,8 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from stream_app.demo.worker_process import settings_env
 from stream_app.domain.models import Partial
+from stream_app.faust_adapter.ports_file import reported_port
+from stream_app.metrics_page import local_url
 from stream_app.release.tree_release import partition_units
 from stream_app.settings import Settings
 
@@ -128,6 +130,17 @@ def start_demo_worker(
     )
     print(f"worker: pid {proc.pid}, log {log_path}", flush=True)
     return proc, log, truth_path
+
+
+def metrics_url(settings: Settings, pid: int, say: Callable[[str], None]) -> str:
+    """The /metrics URL of worker ``pid`` once its ports file names the port (said as
+    ``metrics: URL``), else ""."""
+    assert settings.ports_file is not None
+    port = reported_port(settings.ports_file, "metrics", pid)
+    if port is None:
+        return ""
+    say(f"metrics: {local_url(port)}")
+    return local_url(port)
 
 
 def main(argv: list[str]) -> int:

@@ -14,12 +14,13 @@ from stream_app.demo.population import DOMAIN
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
 
+PORTS_FILE = "worker-ports.json"  # in the demo's workdir: where the worker says it listens
 
-def demo_settings(
-    args: argparse.Namespace, broker_url: str, workdir: Path, metrics_port: int
-) -> Settings:
+
+def demo_settings(args: argparse.Namespace, broker_url: str, workdir: Path) -> Settings:
     """The demo worker's settings: learned priors, the mechanism and window of the demo's
-    arguments (stream_app.demo.demo_defaults), loopback, tansu workarounds."""
+    arguments (stream_app.demo.demo_defaults), loopback (its metrics on --metrics-port, 0: a
+    port the OS picks, written to the ports file), tansu workarounds."""
     return Settings(
         broker=broker_url,
         app_id=f"pufferfish-demo-{os.getpid()}",
@@ -34,7 +35,8 @@ def demo_settings(
         budget_window_seconds=args.window,
         max_changes_per_window=args.max_changes,
         metrics_host="127.0.0.1",
-        metrics_port=metrics_port,
+        metrics_port=args.metrics_port,
+        ports_file=workdir / PORTS_FILE,
         web_port=None,
         data_dir=workdir / "worker-data",
         store="memory://",

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import faust
+from aiohttp.web import BaseSite, SockSite
 from faust.sensors import Monitor
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from mode.utils.objects import cached_property
 from mode.utils.queues import FlowControlEvent
 
@@ -15,6 +17,7 @@ from stream_app.faust_adapter.consumer import (
     PufferfishTransport,
 )
 from stream_app.faust_adapter.flow import RefetchingFlowControl
+from stream_app.faust_adapter.ports_file import PortsFile, listening_socket
 from stream_app.faust_adapter.quiet_stop import QuietAfterStop
 from stream_app.settings import Settings
 
@@ -45,16 +48,40 @@ class MonitorlessApp(faust.App):
         return deps
 
 
+class ReportingWeb(AiohttpWeb):
+    """Faust's aiohttp web server on a socket of its own, bound to web_bind and the
+    ``web_port`` setting, 0 included (the OS picks; Faust's own setting refuses 0), and the
+    port it got written to the ports file (stream_app/faust_adapter/ports_file.py)."""
+
+    app: LeanApp
+    bound_port = 0  # the port it listens on, once started
+
+    def _new_transport_tcp(self) -> BaseSite:
+        sock = listening_socket(self.app.conf.web_bind, self.app.web_listen_port)
+        self.bound_port = int(sock.getsockname()[1])
+        return SockSite(self._runner, sock, ssl_context=self.app.conf.web_ssl_context)
+
+    async def start_server(self) -> None:
+        await super().start_server()
+        self.app.ports.listening("web", self.bound_port)
+
+
 class LeanApp(MonitorlessApp):
     """The worker's Faust app: no Monitor sensor, the worker's consumer and transport
-    (stream_app/faust_adapter/consumer.py) and flow control (stream_app/faust_adapter/flow.py)."""
+    (stream_app/faust_adapter/consumer.py), flow control (stream_app/faust_adapter/flow.py)
+    and web server (ReportingWeb)."""
 
     consumer_tuning: ConsumerTuning | None = None
     quiet_stop: QuietAfterStop | None = None  # the log filter of a stop on a lost write
     shutdown_timeout_seconds = 10.0  # the settings' (stop_deadline.py)
+    web_listen_port = 0  # the web_port setting (0: the OS picks); conf.web_port is Faust's
+    ports = PortsFile(None)  # where the servers' ports are written (the ports_file setting)
 
     def _new_transport(self) -> Any:
         return PufferfishTransport(self.conf.broker_consumer, self)
+
+    def _new_web(self) -> Any:
+        return ReportingWeb(self)
 
     @cached_property
     def flow_control(self) -> FlowControlEvent:
@@ -81,6 +108,8 @@ def new_app(s: Settings, app_id: str, **options: Any) -> LeanApp:
     )
     app.quiet_stop = QuietAfterStop()
     app.shutdown_timeout_seconds = s.shutdown_timeout_seconds
+    app.web_listen_port = s.web_port or 0
+    app.ports = PortsFile(s.ports_file)
     return app
 
 

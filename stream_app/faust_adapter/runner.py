@@ -85,8 +85,9 @@ def listen_error(settings: Settings, exc: OSError) -> PufferfishInputError:
 
 def check_listen(settings: Settings) -> None:
     """The metrics server's address is free to listen on (a bind, closed at once, with the
-    SO_REUSEADDR the server itself uses); else ONE PufferfishInputError naming the setting."""
-    if not settings.metrics_port:  # None: no server; 0: the OS picks a free port
+    SO_REUSEADDR the server itself uses; port 0: the host is one of this machine's); else ONE
+    PufferfishInputError naming the setting."""
+    if settings.metrics_port is None:  # no server
         return
     try:
         family, kind, _, _, address = socket.getaddrinfo(
@@ -116,6 +117,12 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     # bad priors, pairs or a corrupt local state fail here, before any broker call
     worker_app = PufferfishApp(settings, metrics)
     check_listen(settings)  # a busy port fails now, not after the broker is joined
+    ports = worker_app.app.ports
+    try:
+        ports.start()  # any earlier process's ports file is replaced before anything listens
+    except OSError as exc:
+        raise PufferfishInputError("ports_file", f"cannot write {settings.ports_file}: "
+                                   f"{exc.strerror or exc}") from None
     # the broker's wait counts from ``started`` (the process's start): --timeout bounds the
     # whole start-up
     left = broker_timeout - (time.monotonic() - started) if started is not None \
@@ -123,9 +130,10 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     loop.run_until_complete(ensure_topics(settings, max(left, 0.1), shown=broker_timeout))
     if settings.metrics_port is not None:
         try:
-            metrics.serve(settings.metrics_host, settings.metrics_port)
+            port = metrics.serve(settings.metrics_host, settings.metrics_port)
         except OSError as exc:  # taken since check_listen
             raise listen_error(settings, exc) from None
+        ports.listening("metrics", port)
     worker = worker_class()(
         worker_app.app, loglevel=settings.log_level.upper(), quiet=True, loop=loop,
         redirect_stdouts=False,

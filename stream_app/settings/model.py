@@ -44,9 +44,8 @@ class Settings(ReleaseSettings):
 
     # --- broker ---------------------------------------------------------------------------
     broker: str = "kafka://127.0.0.1:9092"
-    broker_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
-    )
+    broker_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                      "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
@@ -101,11 +100,12 @@ class Settings(ReleaseSettings):
     max_held_reports_per_user: int = Field(default=64, ge=0, le=100_000)
     grid_log2: int = Field(default=-10, ge=-60, le=60)
 
-    # --- serving --------------------------------------------------------------------------
+    # --- serving (a port 0: the OS picks one when the server binds, written to ports_file) --
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(default=9102, ge=0, le=65535)  # None: no metrics server
     web_host: str = "127.0.0.1"
-    web_port: int | None = Field(default=None, ge=1, le=65535)  # None: Faust web disabled
+    web_port: int | None = Field(default=None, ge=0, le=65535)  # None: Faust web disabled
+    ports_file: Path | None = None  # faust_adapter/ports_file.py; None: no file
     data_dir: Path = Path("pufferfish-data")
     store: StoreUrl = "memory://"  # or "rocksdb://" (settings/store.py)
     table_standby_replicas: int = Field(default=0, ge=0, le=8)  # RocksDB only
@@ -162,10 +162,10 @@ class Settings(ReleaseSettings):
             sources.append(JsonConfigSettingsSource(settings_cls, json_file=Path(config_file)))
         return tuple(sources)
 
-    @field_validator("metrics_port", "web_port", mode="before")
+    @field_validator("metrics_port", "web_port", "ports_file", mode="before")
     @classmethod
     def _port_off(cls, v: Any) -> Any:
-        """``""``, ``none``, ``null`` or ``off`` (e.g. from an env var) disable the server."""
+        """``""``, ``none``, ``null`` or ``off`` (e.g. from an env var): no server, no file."""
         if isinstance(v, str) and v.strip().lower() in ("", "none", "null", "off"):
             return None
         return v

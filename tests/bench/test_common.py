@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +13,6 @@ from bench import _common, harness, profiler, runs, timing, worker_pipeline
 from bench.markers import marker_latencies, marker_step, separable
 from bench.profiler import top_frames
 from bench.timing import cpu_per_event, rate_between
-from stream_app.demo.broker import free_port
 from stream_app.metrics_page import fetch, local_url
 from stream_app.settings import Settings
 
@@ -164,29 +162,37 @@ def test_every_pipeline_gets_its_topics_and_the_worker_settings() -> None:
     assert runs.all_runs()[-1].cmd == worker_pipeline.WORKER_CMD
 
 
-def test_a_pipeline_that_lost_its_metrics_port_is_started_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The port free_port gave was taken before the pipeline bound it (a parallel test): the
-    pipeline exits with "Address already in use" and is started again on another port."""
+SERVE_ON_PORT_0 = (  # a stand-in pipeline: /metrics on the port the OS gives, reported
+    "import os, time\n"
+    "from pathlib import Path\n"
+    "from prometheus_client import start_http_server\n"
+    "from stream_app.faust_adapter.ports_file import PortsFile\n"
+    "server, _ = start_http_server(int(os.environ['PUFFERFISH_METRICS_PORT']), addr='127.0.0.1')\n"
+    "ports = PortsFile(Path(os.environ['PUFFERFISH_PORTS_FILE']))\n"
+    "ports.start()\n"
+    "ports.listening('metrics', server.server_port)\n"
+    "time.sleep(60)\n")
+
+
+def test_a_pipeline_serves_its_metrics_on_the_port_it_reports(tmp_path: Path) -> None:
+    """Its /metrics binds port 0 (no port is chosen first and taken by a parallel test before
+    it binds): the harness reads the port from the pipeline's ports file."""
     script = tmp_path / "serve.py"
-    script.write_text(
-        "import os, time\n"
-        "from prometheus_client import start_http_server\n"
-        "start_http_server(int(os.environ['PUFFERFISH_METRICS_PORT']), addr='127.0.0.1')\n"
-        "time.sleep(60)\n")
-    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    ports = iter([taken.getsockname()[1], free_port()])
-    monkeypatch.setattr(harness, "free_port", lambda: next(ports))
+    script.write_text(SERVE_ON_PORT_0)
     broker = SimpleNamespace(url="kafka://127.0.0.1:1")
     worker = harness.start_pipeline(
         broker, tmp_path, "t", [str(script), "serve"])  # type: ignore[arg-type]
     try:
-        assert worker.metrics_port != taken.getsockname()[1]
         assert worker.proc.poll() is None and fetch(local_url(worker.metrics_port)) is not None
-        assert b"Address already in use" in worker.log_path.read_bytes()  # the first attempt
     finally:
         worker.proc.kill()
         worker.proc.wait()
-        taken.close()
+
+
+def test_a_pipeline_that_exits_before_reporting_its_port_is_named(tmp_path: Path) -> None:
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nprint('no broker here')\nsys.exit(3)\n")
+    broker = SimpleNamespace(url="kafka://127.0.0.1:1")
+    with pytest.raises(RuntimeError, match=r"exited with 3 before its ports file named its "
+                       r"metrics port (?s:.*)no broker here"):
+        harness.start_pipeline(broker, tmp_path, "t", [str(script), "fail"])  # type: ignore[arg-type]

@@ -9,9 +9,7 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +21,7 @@ import yaml
 
 from stream_app.metrics import METRIC_NAMES, Metrics
 from stream_app.settings import Settings
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -115,12 +114,6 @@ def rule_exprs(rules: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield rule.get("alert") or rule.get("record"), rule["expr"]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def settings_from_env(env: dict[str, Any]) -> Settings:
     """The worker's Settings as a deployment's PUFFERFISH_* environment would give them (only
     that environment: any PUFFERFISH_* of the test process is hidden); every name a field."""
@@ -138,10 +131,12 @@ def settings_from_env(env: dict[str, Any]) -> Settings:
 
 # --- a real Prometheus on loopback (Debian package) with the project's config ----------------
 
-def prometheus_scrape_config(
-    worker_targets: Sequence[str], prom_port: int, interval: str = "1s"
-) -> dict[str, Any]:
-    """deploy/prometheus/prometheus.yml with only its targets and intervals changed."""
+def prometheus_scrape_config(worker_targets: Sequence[str], interval: str = "1s"
+                             ) -> dict[str, Any]:
+    """deploy/prometheus/prometheus.yml with only its targets and intervals changed. The
+    `prometheus` job (Prometheus scraping itself, at the address it listens on) has no target:
+    a test's Prometheus binds port 0, so its address is known only once it runs, and no test
+    reads that job."""
     config: dict[str, Any] = load_yaml(PROMETHEUS_CONFIG)
     config["global"]["scrape_interval"] = interval
     config["global"]["evaluation_interval"] = interval
@@ -149,7 +144,7 @@ def prometheus_scrape_config(
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     jobs["pufferfish"].pop("dns_sd_configs")
     jobs["pufferfish"]["static_configs"] = [{"targets": list(worker_targets)}]
-    jobs["prometheus"]["static_configs"] = [{"targets": [f"127.0.0.1:{prom_port}"]}]
+    jobs["prometheus"]["static_configs"] = []
     return config
 
 
@@ -164,18 +159,39 @@ def stop_process_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> No
             proc.wait(timeout=grace)
 
 
-def _prometheus_ready(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+def _alive(proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    if proc.poll() is not None:
+        pytest.fail(f"prometheus exited ({proc.returncode}): "
+                    f"{log_path.read_text(errors='replace')[-2000:]}")
+
+
+# What Prometheus logs once its web server listens (exporter-toolkit's "Listening on", at
+# info level), with the address it got: the port the OS picked for --web.listen-address=:0.
+PROMETHEUS_LISTENING = re.compile(r'msg="Listening on" address=127\.0\.0\.1:(\d+)')
+
+
+def _prometheus_port(proc: subprocess.Popen[bytes], log_path: Path, offset: int) -> int:
+    """The port Prometheus says it listens on, read from its log after `offset`."""
+    def said() -> int | None:
+        with open(log_path, "rb") as log:
+            log.seek(offset)
+            found = PROMETHEUS_LISTENING.search(log.read().decode(errors="replace"))
+        return int(found.group(1)) if found else None
+
+    port = wait_for(said, 30, "prometheus to say which port it listens on",
+                    guard=lambda: _alive(proc, log_path),
+                    detail=lambda: log_path.read_text(errors="replace")[-2000:])
+    assert port is not None
+    return port
+
+
+def _prometheus_ready(port: int) -> bool:
     url = f"http://127.0.0.1:{port}/-/ready"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - loopback
-                if resp.read().startswith(b"Prometheus"):
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - loopback
+            return bool(resp.read().startswith(b"Prometheus"))
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -183,25 +199,25 @@ def running_prometheus(
     workdir: Path, worker_targets: Sequence[str], interval: str = "1s"
 ) -> Iterator[int]:
     """A Prometheus scraping `worker_targets` (host:port) every `interval`; yields its port.
-    Log: workdir/prometheus.log; stopped (process group) on exit."""
+    It binds port 0 and says in its log which port it got (prometheus.log in workdir, at
+    info level); stopped (process group) on exit."""
     binary = shutil.which("prometheus")
     assert binary, "prometheus not found: apt-get install prometheus (scripts/test.sh does)"
     log_path = workdir / "prometheus.log"
-    for _attempt in range(3):  # the free port may be taken before Prometheus binds it
-        port = free_port()
-        config = workdir / "prometheus.yml"
-        config.write_text(yaml.safe_dump(prometheus_scrape_config(worker_targets, port, interval)))
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            if _prometheus_ready(proc, port, timeout=30):
-                yield port
-                return
-        finally:
-            stop_process_group(proc)
-    pytest.fail(f"prometheus did not start: {log_path.read_text()[-2000:]}")
+    config = workdir / "prometheus.yml"
+    config.write_text(yaml.safe_dump(prometheus_scrape_config(worker_targets, interval)))
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+             "--web.listen-address=127.0.0.1:0", "--log.level=info"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        port = _prometheus_port(proc, log_path, offset)
+        wait_for(lambda: _prometheus_ready(port), 30, "prometheus to be ready",
+                 guard=lambda: _alive(proc, log_path))
+        yield port
+    finally:
+        stop_process_group(proc)

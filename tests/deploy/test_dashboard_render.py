@@ -29,7 +29,7 @@ from tests.deploy.support import (
     promql_metric_names,
     running_prometheus,
 )
-from tests.stream_app.worker_proc import Worker, scrape, send, start_worker, worker_env
+from tests.stream_app.worker_proc import Worker, send, start_worker, worker_env
 from tests.waiting import wait_for
 
 USERS = [f"u{i}" for i in range(6)]
@@ -108,10 +108,10 @@ def _populate(bootstrap: str, worker: Worker) -> None:
     def guard() -> None:
         assert worker.alive(), f"worker exited:\n{worker.log()}"
 
-    wait_for(lambda: scrape(worker.metrics_port), 60, "the worker's /metrics", guard=guard)
+    wait_for(lambda: worker.samples(), 60, "the worker's /metrics", guard=guard)
     now = time.time()
     send(bootstrap, "membership", [(u, {"user_id": u, "event": "join", "ts": now}) for u in USERS])
-    wait_for(lambda: scrape(worker.metrics_port).get(
+    wait_for(lambda: worker.samples().get(
         ("pufferfish_events_applied_total", (("kind", "membership"),))) == len(USERS),
         60, "the joins", guard=guard)
     send(bootstrap, "reports", [(u, {"user_id": u, "value": v, "report_id": f"{u}-{v}",

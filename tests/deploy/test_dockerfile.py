@@ -33,7 +33,7 @@ from tests.deploy.manifests import (
     parse_dockerfile,
     repository_files,
 )
-from tests.deploy.support import COMPOSE_FILE, K8S, ROOT, free_port, load_yaml
+from tests.deploy.support import COMPOSE_FILE, K8S, ROOT, load_yaml
 
 DIGEST = re.compile(r"[^\s@]+@sha256:[0-9a-f]{64}")
 
@@ -206,7 +206,7 @@ def metrics_server() -> Iterator[int]:
 
 
 def test_the_healthcheck_command_passes_and_fails(
-    dockerfile: Dockerfile, metrics_server: int
+    dockerfile: Dockerfile, metrics_server: int, closed_port: int
 ) -> None:
     _, command = _healthcheck(dockerfile.final)
     argv = [sys.executable, *command[1:]]
@@ -216,7 +216,7 @@ def test_the_healthcheck_command_passes_and_fails(
                               capture_output=True, timeout=30).returncode
 
     assert run(metrics_server) == 0
-    assert run(free_port()) != 0  # nothing listens: unhealthy
+    assert run(closed_port) != 0  # nothing listens: unhealthy
 
 
 def test_the_image_env_sets_the_data_dir_and_metrics(dockerfile: Dockerfile) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from stream_app.cli import FORWARDED, main
 from stream_app.demo.broker import free_port
+from stream_app.faust_adapter.ports_file import reported_port
 from stream_app.metrics import METRIC_NAMES
 from stream_app.metrics_page import local_url, sample, scrape
 from stream_app.settings import Settings
@@ -140,15 +141,16 @@ def test_readme_local_section_is_the_documented_walk() -> None:
 def test_readme_local_broker_walk_on_a_fresh_clone(tmp_path: Path) -> None:
     clone = fresh_clone(tmp_path / "clone")
     venv_running_the_clone(clone)
-    port, metrics_port = free_port(), free_port()
+    port = free_port()  # tansu's: a broker that cannot bind 0 (tests/ports.py)
+    ports_file = tmp_path / "worker-ports.json"  # the worker's metrics port: the OS picks it
     script = "\n".join(["set -euo pipefail", *local_commands()]).replace(
         f"start-tansu.sh {README_PORT}", f"start-tansu.sh {port}") + "\n"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHON", "PYTHONPATH", "VIRTUAL_ENV", "PUFFERFISH_CONFIG_FILE")}
     # examples/local.json names 127.0.0.1:9092 and metrics port 9102: the environment wins
     # over the file, so the walk runs on ports of its own
-    env.update(PUFFERFISH_BROKER=f"kafka://127.0.0.1:{port}",
-               PUFFERFISH_METRICS_PORT=str(metrics_port), TMPDIR=str(tmp_path))
+    env.update(PUFFERFISH_BROKER=f"kafka://127.0.0.1:{port}", PUFFERFISH_METRICS_PORT="0",
+               PUFFERFISH_PORTS_FILE=str(ports_file), TMPDIR=str(tmp_path))
     out_path, err_path = tmp_path / "walk.out", tmp_path / "walk.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(["bash", "-c", script], cwd=clone, env=env, stdout=out,
@@ -174,6 +176,9 @@ def test_readme_local_broker_walk_on_a_fresh_clone(tmp_path: Path) -> None:
         after = [ln for ln in lines[sent_at:] if ln.startswith("release seq=")]
         assert len(releases) >= 2 and len(after) >= 1, f"no release in tail's output{shown}"
         # the worker consumed what `send` sent (8 lines: 4 reports, 3 joins and a leave)
+        # the worker wrote its ports before `tail` could return a release
+        metrics_port = reported_port(ports_file, "metrics", None)
+        assert metrics_port is not None, f"no metrics port in {ports_file}{shown}"
         url = local_url(metrics_port)
 
         def consumed() -> bool:

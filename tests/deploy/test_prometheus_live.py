@@ -1,8 +1,9 @@
 """The real Prometheus server, with the project's scrape config and rules, scrapes a real worker.
 
-Prometheus (Debian package) and a worker (`python -m stream_app run`) run on 127.0.0.1 on free
-ports against the embedded broker. The budget is sized to run out after a few releases, so the
-gauges stop moving and Prometheus' latest sample can be compared exactly with /metrics.
+Prometheus (Debian package) and a worker (`python -m stream_app run`) run on 127.0.0.1 on ports
+the OS picks (each says which: tests/ports.py) against the embedded broker. The budget is sized
+to run out after a few releases, so the gauges stop moving and Prometheus' latest sample can be
+compared exactly with /metrics.
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from tests.deploy.support import (
     ROOT,
     RULES_FILE,
     dashboard_exprs,
-    free_port,
     load_yaml,
     rule_exprs,
     running_prometheus,
     stop_process_group,
 )
 from tests.kafka_helpers import produce_json
+from tests.ports import worker_port
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -85,14 +86,15 @@ class Worker:
 
 @pytest.fixture
 def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
-    metrics_port = free_port()
+    ports_file = tmp_path / "worker.ports.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update({
         "PUFFERFISH_BROKER": broker.url,
         "PUFFERFISH_APP_ID": "deploy-prom-test",
         "PUFFERFISH_DATA_DIR": str(tmp_path / "data"),
         "PUFFERFISH_METRICS_HOST": "127.0.0.1",
-        "PUFFERFISH_METRICS_PORT": str(metrics_port),
+        "PUFFERFISH_METRICS_PORT": "0",  # the OS picks; the worker writes it to ports_file
+        "PUFFERFISH_PORTS_FILE": str(ports_file),
         "PUFFERFISH_DOMAIN": "[0, 1, 2, 3]",
         "PUFFERFISH_PAIRS": '["value_presence"]',
         "PUFFERFISH_EPSILON": str(EPSILON),
@@ -116,7 +118,7 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
             start_new_session=True,
         )
     try:
-        yield Worker(proc, metrics_port, log)
+        yield Worker(proc, worker_port(ports_file, "metrics", proc, log.read_text), log)
     finally:
         stop_process_group(proc)
 

@@ -23,10 +23,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from stream_app.demo.broker import free_port
 from stream_app.demo.broker_admin import create_topics
+from stream_app.faust_adapter.ports_file import reported_port
 from stream_app.metrics_page import Samples, fetch, local_url, sample, scrape
 from tests.kafka_helpers import consume_all, read_to_end
+from tests.ports import worker_port
 from tests.processes import task_dump
 from tests.waiting import wait_for
 
@@ -122,15 +123,16 @@ def worker_env(
     broker_url: str, topics: Topics, data_dir: Path, overrides: Mapping[str, str] | None = None,
     store: str = "memory://",
 ) -> dict[str, str]:
-    """Env for one worker: tansu compat knobs, unique topics, free metrics/web ports, the
-    table store."""
+    """Env for one worker: tansu compat knobs, unique topics, metrics and web servers on ports
+    the OS picks (Worker reads them from its ports file), the table store."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update(TANSU_COMPAT)
     env.update(topics.env())
     env.update({
         "PUFFERFISH_BROKER": broker_url,
         "PUFFERFISH_DATA_DIR": str(data_dir),
-        **worker_ports(),
+        "PUFFERFISH_METRICS_PORT": "0",
+        "PUFFERFISH_WEB_PORT": "0",
         "PUFFERFISH_DOMAIN": "[0, 1, 2, 3, 4, 5]",
         "PUFFERFISH_PAIRS": '["value_presence"]',
         "PUFFERFISH_PRIOR_SOURCE": "learned",
@@ -147,43 +149,52 @@ def worker_env(
     return env
 
 
-def fresh_ports(env: Mapping[str, str]) -> dict[str, str]:
-    """The same worker env on new metrics/web ports (a restart while the old ports linger)."""
-    return {**env, **worker_ports()}
-
-
-def worker_ports() -> dict[str, str]:
-    """Metrics and web ports that differ: two free_port() calls in a row may hand out the same
-    port (the first is closed before the second asks)."""
-    metrics = free_port()
-    web = free_port()
-    while web == metrics:
-        web = free_port()
-    return {"PUFFERFISH_METRICS_PORT": str(metrics), "PUFFERFISH_WEB_PORT": str(web)}
-
-
 class Worker:
-    """One `python -m stream_app run` subprocess with its output captured in files."""
+    """One `python -m stream_app run` subprocess with its output captured in files and the
+    ports it listens on in <name>.ports.json (tests/ports.py)."""
 
     entry: tuple[str, ...] = ("-m", "stream_app", "run")  # what follows `python`
 
     def __init__(self, env: Mapping[str, str], log_dir: Path, name: str,
                  argv: Sequence[str] = ()) -> None:
-        self.env = dict(env)
         self.name = name
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = log_dir / f"{name}.stdout"
         self.stderr_path = log_dir / f"{name}.stderr"
+        self.ports_file = log_dir / f"{name}.ports.json"
+        self.env = {**env, "PUFFERFISH_PORTS_FILE": str(self.ports_file)}
         self.argv = list(argv)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.ports: dict[str, int] = {}  # read from ports_file, for this process
 
     @property
     def metrics_port(self) -> int:
-        return int(self.env["PUFFERFISH_METRICS_PORT"])
+        """The port of its /metrics (waits until the worker reports it)."""
+        return self.port("metrics")
+
+    @property
+    def web_port(self) -> int:
+        """The port of its Faust web server (waits until the worker reports it)."""
+        return self.port("web")
+
+    def port(self, server: str) -> int:
+        if server not in self.ports:
+            assert self.proc is not None, f"{self.name} was not started"
+            self.ports[server] = worker_port(self.ports_file, server, self.proc, self.tail)
+        return self.ports[server]
+
+    def reported_port(self, server: str) -> int | None:
+        """The port `server` listens on, None while the worker has not reported it."""
+        if server not in self.ports and self.proc is not None:
+            port = reported_port(self.ports_file, server, self.proc.pid)
+            if port is not None:
+                self.ports[server] = port
+        return self.ports.get(server)
 
     def start(self) -> Worker:
         out = open(self.stdout_path, "ab")  # noqa: SIM115 - the child owns the fd
         err = open(self.stderr_path, "ab")  # noqa: SIM115
+        self.ports = {}
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, *self.entry, *self.argv],
@@ -248,11 +259,16 @@ class Worker:
         return local_url(self.metrics_port)
 
     def metrics_text(self) -> str | None:
-        """The raw /metrics page (None while it does not answer): what a leak scan reads."""
-        return fetch(self.metrics_url)
+        """The raw /metrics page (None while it does not answer, or before the worker said
+        where it listens): what a leak scan reads."""
+        port = self.reported_port("metrics")
+        return None if port is None else fetch(local_url(port))
 
     def samples(self) -> Samples:
-        return scrape(self.metrics_url)
+        """Every sample of its /metrics ({} while it does not answer, or before the worker
+        said where it listens)."""
+        port = self.reported_port("metrics")
+        return {} if port is None else scrape(local_url(port))
 
     def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """One sample's current value (None when absent or while /metrics does not answer)."""
@@ -534,7 +550,8 @@ def check_journal(releases: list[dict[str, Any]]) -> JournalCheck:
 
 class Cluster:
     """Workers ``a``, ``b``, ... on shared topics, each with its own data_dir, restarted by name
-    (fresh ports each time); ``more_releases`` is a scenario's pace: someone owns the clock."""
+    (on ports the OS picks each time); ``more_releases`` is a scenario's pace: someone owns
+    the clock."""
 
     def __init__(self, broker_url: str, bootstrap: str, topics: Topics, tmp_path: Path,
                  settings: Mapping[str, str], names: Sequence[str] = ("a", "b")) -> None:
@@ -544,7 +561,7 @@ class Cluster:
         self.workers: list[Worker] = []
 
     def start(self, name: str) -> Worker:
-        worker = Worker(fresh_ports(self.env[name]), self.tmp_path,
+        worker = Worker(self.env[name], self.tmp_path,
                         f"{name}{len(self.workers)}").start()
         self.workers.append(worker)
         wait_ready(worker)

@@ -29,7 +29,6 @@ from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     Topics,
     Worker,
-    fresh_ports,
     membership,
     new_topics,
     read_json,
@@ -129,7 +128,7 @@ def test_a_restarted_worker_applies_the_joins_before_a_reports_backlog(tmp_path:
         finally:
             assert first.stop() == 0
         produce_backlog(broker.bootstrap, topics, wl)
-        worker = start(fresh_ports(env), tmp_path, "restarted")
+        worker = start(env, tmp_path, "restarted")
         try:
             check_all_counted(broker.bootstrap, topics, wl, [worker])
         finally:
@@ -164,7 +163,7 @@ def test_a_rebalance_mid_backlog_keeps_every_join_before_its_reports(tmp_path: P
             wait_consumed(workers[0], "report", len(wl.reports) // 20, timeout=120)
             os.kill(workers[0].pid, signal.SIGSTOP)
             try:
-                second = {**fresh_ports(env), "PUFFERFISH_DATA_DIR": str(tmp_path / "data-b")}
+                second = {**env, "PUFFERFISH_DATA_DIR": str(tmp_path / "data-b")}
                 workers.append(start(second, tmp_path, "second"))
                 time.sleep(2.0)  # its consumer joins the group meanwhile
             finally:

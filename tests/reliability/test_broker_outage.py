@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.kafka.partitioning import partition_for
 from tests.noida_broker import NoidaBroker
 from tests.reliability.harness import (
@@ -234,8 +234,8 @@ def test_broker_keeping_its_log_restarted_worker_resumes_exactly(tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_memory_broker_restarted_empty_no_crash_no_wrong_release(tmp_path: Path) -> None:
-    # a fixed port, so that the broker can be started again where the worker looks for it
-    broker = EmbeddedBroker(port=free_port(), log_path=tmp_path / "tansu.log").start()
+    # started again below on the port it got now (EmbeddedBroker), where the worker looks for it
+    broker = EmbeddedBroker(log_path=tmp_path / "tansu.log").start()
     worker: Worker | None = None
     life2: list[dict[str, Any]] = []
     try:

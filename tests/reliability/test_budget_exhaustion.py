@@ -18,7 +18,6 @@ from tests.kafka_helpers import delete_topic
 from tests.reliability.harness import (
     Topics,
     Worker,
-    fresh_ports,
     join,
     new_topics,
     produce_raw,
@@ -94,7 +93,7 @@ def test_no_release_after_the_budget_is_spent_across_restarts(broker_module: Emb
 
     restarts = []
     for how in ("sigkill", "sigterm"):
-        w = Worker(fresh_ports(env), tmp_path, f"budget-after-{how}").start()
+        w = Worker(env, tmp_path, f"budget-after-{how}").start()
         try:
             wait_ready(w)
             feed(f"after-{how}")
@@ -140,7 +139,7 @@ def test_budget_survives_loss_of_the_releases_journal(broker_module: EmbeddedBro
     assert len(read_all_json(broker.bootstrap, topics.releases)) == 3
     # retention expired / topic lost: the journal is empty again
     asyncio.run(delete_topic(broker.bootstrap, topics.releases))
-    w = Worker(fresh_ports(env), tmp_path, "journal-2").start()
+    w = Worker(env, tmp_path, "journal-2").start()
     try:
         wait_ready(w)
         produce_raw(broker.bootstrap, [(topics.reports, b"j1", report("j1", 4, "j1-b", 3.0))])

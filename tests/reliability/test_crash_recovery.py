@@ -26,7 +26,6 @@ from tests.reliability.harness import (
     Worker,
     accepted_total,
     check_journal,
-    fresh_ports,
     laplace_bound,
     new_topics,
     produce_raw,
@@ -145,7 +144,7 @@ def test_sigkill_mid_stream_then_restart(broker_module: EmbeddedBroker, tmp_path
     releases_before = read_all_json(broker.bootstrap, topics.releases)
     eps_before = max((r["epsilon_spent"] for r in releases_before), default=0.0)
 
-    w2 = Worker(fresh_ports(env), tmp_path, "after-restart").start()
+    w2 = Worker(env, tmp_path, "after-restart").start()
     try:
         wait_ready(w2)
         releases = _wait_for_sum(broker, topics, wl, w2)

@@ -25,7 +25,6 @@ from tests.reliability.harness import (
     Topics,
     Worker,
     committed,
-    fresh_ports,
     laplace_bound,
     new_topics,
     read_all_json,
@@ -197,7 +196,7 @@ def test_unacknowledged_write_stops_before_the_commit(
         assert "Traceback" not in output, output[-4000:]
         assert VICTIM not in output and "value_units" not in output
 
-        restarted = Worker(fresh_ports(env), tmp_path, "restarted").start()
+        restarted = Worker(env, tmp_path, "restarted").start()
         wait_ready(restarted)
         wait_until(lambda: not state_mismatches(users_changelog(bootstrap, topics.app_id,
                                                                 to_end=False)),

@@ -76,8 +76,7 @@ def start(broker: EmbeddedBroker, topics: Topics, tmp_path: Path, n: int = 1, na
 
 
 def _fresh(env: dict[str, str]) -> dict[str, str]:
-    from tests.reliability.harness import fresh_ports
-    return {**fresh_ports(env), "PUFFERFISH_DATA_DIR": env["PUFFERFISH_DATA_DIR"] + "-b"}
+    return {**env, "PUFFERFISH_DATA_DIR": env["PUFFERFISH_DATA_DIR"] + "-b"}
 
 
 def dead_letters(bootstrap: str, topics: Topics) -> list[dict[str, Any]]:

@@ -18,7 +18,6 @@ from tests.reliability.harness import (
     STORES,
     Topics,
     Worker,
-    fresh_ports,
     new_topics,
     produce_raw,
     read_all_json,
@@ -87,7 +86,7 @@ def test_aggregates_after_a_restart_equal_those_before(
                 assert worker.stop() == 0, worker.tail()
             else:
                 worker.kill9()
-            worker = Worker(fresh_ports(env), tmp_path, f"after-{how}").start()
+            worker = Worker(env, tmp_path, f"after-{how}").start()
             wait_ready(worker)
             after = wait_partials_after(bootstrap, topics, published, worker)
             assert after == before, how

@@ -23,7 +23,6 @@ from tests.reliability.harness import (
     Worker,
     changelog_records,
     committed,
-    fresh_ports,
     join,
     new_topics,
     produce_raw,
@@ -117,7 +116,7 @@ def test_a_sigkill_that_loses_an_open_window_loses_nothing(
         assert committed(bootstrap, topics.app_id, topics.reports) == {}
         first.kill9()
 
-        restarted = Worker({**fresh_ports(env), "PUFFERFISH_CHANGELOG_FLUSH_SECONDS": "0.5"},
+        restarted = Worker({**env, "PUFFERFISH_CHANGELOG_FLUSH_SECONDS": "0.5"},
                            tmp_path, "restarted").start()
         wait_ready(restarted)
         wait_counted(bootstrap, topics, len(REPORTS), restarted, to_end=True)

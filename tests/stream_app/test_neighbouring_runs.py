@@ -29,7 +29,6 @@ from tests.reliability.harness import users_changelog
 from tests.stream_app.worker_proc import (
     Worker,
     plan_json,
-    scrape,
     send,
     start_worker,
     wait_handled,
@@ -309,4 +308,4 @@ def test_one_users_early_reports_never_decide_whether_others_count(
 
 
 def worker_sample(worker: Worker, name: str, **labels: str) -> float:
-    return sample(scrape(worker.metrics_port), name, labels) or 0.0
+    return sample(worker.samples(), name, labels) or 0.0

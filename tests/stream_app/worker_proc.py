@@ -25,10 +25,12 @@ from aiokafka import AIOKafkaProducer
 from pufferfish_core.calibrators import exact
 from pufferfish_core.distribution import Distribution, point_zero
 from stream_app import metrics_page as metrics
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
+from stream_app.faust_adapter.ports_file import reported_port
 from stream_app.metrics_page import Samples
 from tests.kafka_helpers import consume_all, json_values
+from tests.ports import worker_port
 from tests.processes import task_dump
 from tests.waiting import wait_for as wait_until
 
@@ -59,8 +61,30 @@ TANSU_KNOBS = {
 @dataclass
 class Worker:
     proc: subprocess.Popen[bytes]
-    metrics_port: int
+    ports_file: Path  # where it writes the ports it listens on (tests/ports.py)
     log_path: Path
+    ports: dict[str, int] = field(default_factory=dict)  # those read from ports_file
+
+    @property
+    def metrics_port(self) -> int:
+        """The port of its /metrics (bound to port 0; waits until it is reported)."""
+        return self.port("metrics")
+
+    def port(self, server: str) -> int:
+        """The port `server` ("metrics" or "web") listens on, once the worker reports it."""
+        if server not in self.ports:
+            self.ports[server] = worker_port(self.ports_file, server, self.proc, self.log)
+        return self.ports[server]
+
+    def samples(self) -> Samples:
+        """Every sample of its /metrics: {} while it does not answer, or before the worker said
+        where it listens (waiting for either is the caller's wait)."""
+        if "metrics" not in self.ports:
+            port = reported_port(self.ports_file, "metrics", self.proc.pid)
+            if port is None:
+                return {}
+            self.ports["metrics"] = port
+        return scrape(self.ports["metrics"])
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -122,14 +146,17 @@ def releases_after(bootstrap: str, since: float, count: int, timeout: float) -> 
 
 
 def start_worker(env: Mapping[str, str], tmp_path: Path, name: str) -> Worker:
-    port = free_port()
+    """`python -m stream_app run` with its metrics on a port the OS picks (reported in
+    tmp_path/<name>.ports.json); log: tmp_path/<name>.log."""
     log_path = tmp_path / f"{name}.log"
+    ports_file = tmp_path / f"{name}.ports.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "stream_app", "run"],
-        env={**env, "PUFFERFISH_METRICS_PORT": str(port)}, cwd=str(tmp_path),
-        stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115
+        env={**env, "PUFFERFISH_METRICS_PORT": "0", "PUFFERFISH_PORTS_FILE": str(ports_file)},
+        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=open(log_path, "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
     )
-    worker = Worker(proc, port, log_path)
+    worker = Worker(proc, ports_file, log_path)
     LIVE[:] = [w for w in LIVE if w.alive()] + [worker]
     return worker
 
@@ -143,7 +170,7 @@ def handled(workers: Iterable[Worker]) -> float:
     """Input records handled (consumed + rejected) summed over workers."""
     total = 0.0
     for w in workers:
-        sums = metrics.totals(scrape(w.metrics_port))
+        sums = metrics.totals(w.samples())
         total += sums.get("pufferfish_events_applied_total", 0.0)
         total += sums.get("pufferfish_events_rejected_total", 0.0)
     return total

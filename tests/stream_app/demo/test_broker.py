@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from stream_app.demo.broker import EmbeddedBroker, free_port, tansu_binary
+from stream_app.demo import broker as broker_py
+from stream_app.demo.broker import EmbeddedBroker, free_port, listens_on, tansu_binary
 from stream_app.demo.broker_admin import BrokerError, create_topics, wait_ready
 from tests.kafka_helpers import consume_all, json_values, produce_json
 from tests.processes import pid_alive
@@ -64,11 +65,10 @@ def test_start_stop_kills_process_and_frees_port(tmp_path: Path) -> None:
         assert again.port == port and again.running
 
 
-async def test_wait_ready_times_out_without_broker() -> None:
-    port = free_port()
+async def test_wait_ready_times_out_without_broker(closed_port: int) -> None:
     t0 = time.monotonic()
     with pytest.raises(BrokerError, match="not ready"):
-        await wait_ready(f"127.0.0.1:{port}", timeout=1.0)
+        await wait_ready(f"127.0.0.1:{closed_port}", timeout=1.0)
     assert time.monotonic() - t0 < 5
 
 
@@ -78,6 +78,33 @@ def test_fixed_port_in_use_is_a_clear_error(broker: EmbeddedBroker) -> None:
         other.start(timeout=5)
     assert not other.running
     assert broker.running
+
+
+def test_a_port_taken_before_tansu_binds_it_is_left_for_another(
+        broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The race free_port() leaves: the port was free when chosen, another broker took it
+    before tansu bound it. That broker answers there too, and a tansu slow to start (a loaded
+    machine: here it waits half a second) is not yet gone: the new broker is still not taken
+    for started on that port, but starts on another."""
+    slow = tmp_path / "slow-tansu"
+    slow.write_text(f"#!/bin/sh\nsleep 0.5\nexec {tansu_binary()} \"$@\"\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(broker_py, "tansu_binary", lambda: slow)
+    monkeypatch.setattr(broker_py, "port_free", lambda port: True)  # the check came too early
+    chosen = iter([broker.port])
+    monkeypatch.setattr(broker_py, "free_port", lambda: next(chosen, free_port()))
+    with EmbeddedBroker() as other:
+        assert other.port != broker.port
+        assert other.pid is not None and listens_on(other.pid, other.port)
+    assert broker.running and broker.pid is not None and listens_on(broker.pid, broker.port)
+
+
+def test_a_started_broker_starts_again_on_its_port(tmp_path: Path) -> None:
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:
+        port = broker.port
+        broker.stop()
+        broker.start()  # where its clients look for it: a fixed port now
+        assert broker.port == port and broker.pid is not None and listens_on(broker.pid, port)
 
 
 def test_context_manager_stops_on_error() -> None:

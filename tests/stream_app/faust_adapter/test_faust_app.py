@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.faust_adapter.app import new_app
 from stream_app.settings import Settings
 from tests.stream_app import worker_proc as wp
@@ -39,7 +39,7 @@ def test_environment_cannot_turn_table_or_router_views_back_on(
     for name in ("TABLES", "ROUTER", "STATS", "GRAPH", "METRICS"):
         monkeypatch.setenv(f"APP_WEB_{name}_ENABLED", "true")
     app = new_app(Settings(), "web-test", broker="kafka://127.0.0.1:1", store="memory://",
-                  web_enabled=True, web_port=free_port())
+                  web_enabled=True)  # built, never started: no port is bound
     conf = app.conf
     assert not (conf.web_tables_enabled or conf.web_router_enabled or conf.web_stats_enabled
                 or conf.web_graph_enabled or conf.web_metrics_enabled)
@@ -50,8 +50,7 @@ def test_environment_cannot_turn_table_or_router_views_back_on(
 def test_worker_web_server_serves_no_table_or_router(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    web_port = free_port()
-    env = wp.input_env(broker, tmp_path, 1, app_id="web", web_port=str(web_port))
+    env = wp.input_env(broker, tmp_path, 1, app_id="web", web_port="0")  # the OS picks
     worker = wp.start_worker(env, tmp_path, "w")
     try:
         now = time.time()
@@ -60,7 +59,7 @@ def test_worker_web_server_serves_no_table_or_router(
         n += wp.send(broker.bootstrap, "reports", [("web-user", {
             "user_id": "web-user", "value": 1.0, "report_id": "r1", "ts": now})])
         wp.wait_handled([worker], n)  # the users table holds web-user's state now
-        base = f"http://127.0.0.1:{web_port}"
+        base = f"http://127.0.0.1:{worker.port('web')}"
         status, body = wait_for(lambda: _answer(base + "/"), 60, "the Faust web server",
                                 retry_on=(OSError,), detail=worker.log)
         assert status == 200 and json.loads(body) == {"status": "OK"}

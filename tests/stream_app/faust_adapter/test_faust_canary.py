@@ -84,6 +84,14 @@ FINGERPRINTS = {
     "mode.utils.queues:FlowControlQueue.clear": "2feed9a4f3cffbb8",
     "faust.tables.recovery:Recovery._resume_streams": "5d134dc4251d1841",
     "faust.web.base:Web._enabled_blueprints": "43d2704304358002",
+    # stream_app/faust_adapter/app.py: Faust's web server on a port of the OS's choosing
+    "faust.app.base:App._new_web": "4b227dfc239ec9ac",
+    "faust.app.base:App.web": "bea7c8c025066765",
+    "faust.web.drivers.aiohttp:Web.__init__": "0fdfd5813231089e",
+    "faust.web.drivers.aiohttp:Web._create_site": "e56ba51f90e5d6a7",
+    "faust.web.drivers.aiohttp:Web._new_transport": "830dac7e20d17385",
+    "faust.web.drivers.aiohttp:Web._new_transport_tcp": "071fc004ccdc6f77",
+    "faust.web.drivers.aiohttp:Web.start_server": "67fa27a3a055513c",
     # stream_app/faust_adapter/flow_stop.py: Faust stops the flow, then waits for the acks
     "faust.transport.consumer:Consumer.stop_flow": "e74224d39c5c9616",
     "faust.app.base:App._on_partitions_revoked": "eb7d2a49c65932c5",

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics, topic_partitions
 from tests.stream_app.worker_proc import (
     REPO,
-    scrape,
     start_worker,
     worker_env,
 )
@@ -47,6 +46,8 @@ def run_cli(
         ({"PUFFERFISH_PAIRS": '["distribution_change"]'}, "pairs: distribution_change needs"),
         ({"PUFFERFISH_PAIRS": '["value_presence"]', "PUFFERFISH_DOMAIN": "[0]"},
          "pairs: no configured pair needs noise"),
+        ({"PUFFERFISH_PORTS_FILE": "{tmp}/missing/ports.json", "PUFFERFISH_METRICS_PORT": "0"},
+         "ports_file: cannot write {tmp}/missing/ports.json: No such file or directory"),
     ],
 )
 def test_bad_settings_exit_2_one_line(
@@ -60,7 +61,7 @@ def test_bad_settings_exit_2_one_line(
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pufferfish: error: "), proc.stderr
-    assert needle in lines[0] and "Traceback" not in proc.stderr
+    assert needle.replace("{tmp}", str(tmp_path)) in lines[0] and "Traceback" not in proc.stderr
 
 
 def test_secret_not_in_error_output(tmp_path: Path) -> None:
@@ -74,10 +75,10 @@ def test_secret_not_in_error_output(tmp_path: Path) -> None:
     assert "s3cr3t-pw" not in proc.stderr + proc.stdout
 
 
-def test_an_unreachable_broker_is_one_line_within_the_timeout() -> None:
+def test_an_unreachable_broker_is_one_line_within_the_timeout(closed_port: int) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
     env.update({"PUFFERFISH_METRICS_PORT": "off"})
-    closed = free_port()  # asked of the OS and released: nothing listens there
+    closed = closed_port  # held by the test, never listened on: nothing answers there
     started = time.monotonic()
     proc = run_cli(env, "--broker", f"kafka://127.0.0.1:{closed}", "--timeout", "5")
     took = time.monotonic() - started
@@ -106,13 +107,12 @@ def test_partition_mismatch_is_refused(broker: EmbeddedBroker, tmp_path: Path) -
 def test_creates_topics_serves_loopback_and_stops_on_sigint(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    web_port = free_port()
-    env = worker_env(broker, tmp_path, app_id="sig", input_partitions="3", web_port=str(web_port),
+    env = worker_env(broker, tmp_path, app_id="sig", input_partitions="3", web_port="0",
                      topic_reports="in-r", topic_membership="in-m", topic_releases="out-r",
                      topic_deadletter="out-d", topic_partials="mid-p")
     worker = start_worker(env, tmp_path, "w")
     try:
-        wait_for(lambda: bool(scrape(worker.metrics_port)), 60, "metrics endpoint")
+        wait_for(lambda: bool(worker.samples()), 60, "metrics endpoint")
         parts = asyncio.run(topic_partitions(broker.bootstrap))
         assert {k: parts.get(k) for k in ("in-r", "in-m", "out-r", "out-d", "mid-p")} == {
             "in-r": 3, "in-m": 3, "out-r": 1, "out-d": 1, "mid-p": 1,
@@ -123,8 +123,9 @@ def test_creates_topics_serves_loopback_and_stops_on_sigint(
         assert listening, "the worker listens on nothing (metrics expected)"
         assert all(host == "127.0.0.1" for host, _ in listening), listening
         assert ("127.0.0.1", worker.metrics_port) in listening
-        wait_for(lambda: ("127.0.0.1", web_port) in _listening_ports(worker.proc.pid), 60,
-                 "the Faust web server on the configured loopback port")
+        web_port = worker.port("web")  # reported once it listens
+        assert ("127.0.0.1", web_port) in _listening_ports(worker.proc.pid)
+        assert web_port != worker.metrics_port
         assert all(host == "127.0.0.1" for host, _ in _listening_ports(worker.proc.pid))
     finally:
         rc = worker.stop(signal.SIGINT)

@@ -99,7 +99,7 @@ def test_bad_input_is_dead_lettered(broker: EmbeddedBroker, tmp_path: Path) -> N
         big = next(d for d in letters if d["reason"] == "payload_too_large")
         assert len(big["raw"]) == 256 and big["raw"].startswith('{"user_id": "b"')
 
-        m = wp.scrape(worker.metrics_port)
+        m = worker.samples()
         assert set(expected) == set(REJECT_REASONS)  # every reason exercised
         for reason in REJECT_REASONS:
             got = m[("pufferfish_events_rejected_total", (("reason", reason),))]

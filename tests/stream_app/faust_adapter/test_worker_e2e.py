@@ -58,7 +58,7 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
         wp.wait_handled([worker], n)
         drained = time.time()
 
-        metrics = wp.scrape(worker.metrics_port)
+        metrics = worker.samples()
         assert metrics[("pufferfish_events_rejected_total", (("reason", "duplicate_report"),))] == 4
         assert metrics[("pufferfish_events_applied_total", (("kind", "report"),))] == 121
         assert metrics[("pufferfish_events_applied_total", (("kind", "membership"),))] == 12 + 3
@@ -96,7 +96,7 @@ def test_end_to_end(broker: EmbeddedBroker, tmp_path: Path) -> None:
         assert all(b > a for a, b in zip(spent, spent[1:], strict=False))
         for r in records:
             assert r["epsilon_spent"] + r["epsilon_remaining"] == pytest.approx(BUDGET)
-        final = wp.scrape(worker.metrics_port)
+        final = worker.samples()
         assert final[("pufferfish_releases_total", ())] >= len(records)
         assert final[("pufferfish_theta", ())] == pytest.approx(theta)
         assert worker.alive()

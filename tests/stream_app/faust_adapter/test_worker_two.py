@@ -57,7 +57,7 @@ def test_two_workers(broker: EmbeddedBroker, tmp_path: Path) -> None:
 
         def published() -> float:
             key = ("pufferfish_releases_total", ())
-            return sum(wp.scrape(w.metrics_port)[key] for w in workers)
+            return sum(w.samples()[key] for w in workers)
 
         # releases keep coming while we read: bracket the journal read with two counter reads
         before = published()

@@ -118,7 +118,7 @@ def exact_sum(bootstrap: str) -> int:
 
 
 def rejected(workers: list[wp.Worker], reason: str) -> float:
-    return sum(wp.scrape(w.metrics_port).get(
+    return sum(w.samples().get(
         ("pufferfish_events_rejected_total", (("reason", reason),)), 0.0) for w in workers)
 
 
@@ -228,7 +228,7 @@ def test_confluent_producers_two_workers(broker: EmbeddedBroker, tmp_path: Path)
                  f"dead letters {dict(letters)}")
         assert rejected(workers, "out_of_domain") == sum(
             n for (_, r), n in letters.items() if r == "out_of_domain")
-        consumed = sum(totals(wp.scrape(w.metrics_port)).get(
+        consumed = sum(totals(w.samples()).get(
             "pufferfish_events_applied_total", 0.0) for w in workers)
         assert consumed == 20 + 12 + 20 + 40 + 24 + 40 - s.misrouted
 

@@ -43,6 +43,21 @@ def test_servers_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PUFFERFISH_METRICS_PORT", "off")
     assert Settings().metrics_port is None
     assert Settings(web_port="none").web_port is None
+    monkeypatch.setenv("PUFFERFISH_PORTS_FILE", "off")
+    assert Settings().ports_file is None
+
+
+def test_port_0_lets_the_os_pick_and_the_ports_file_says_which(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PUFFERFISH_METRICS_PORT", "0")
+    monkeypatch.setenv("PUFFERFISH_WEB_PORT", "0")
+    monkeypatch.setenv("PUFFERFISH_PORTS_FILE", "/run/pufferfish/ports.json")
+    s = Settings()
+    assert (s.metrics_port, s.web_port) == (0, 0)
+    assert s.ports_file == Path("/run/pufferfish/ports.json")
+    assert Settings(ports_file="").ports_file is None  # not Path("") (the working directory)
+    with pytest.raises(ValidationError, match="web_port"):
+        Settings(web_port=-1)
 
 
 def test_secret_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:

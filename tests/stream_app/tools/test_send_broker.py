@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker, free_port
+from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics
 from tests.kafka_helpers import produce_json, read_to_end
 from tests.stream_app.tools.cli_proc import (
@@ -108,7 +108,7 @@ def silent_port() -> Iterator[int]:
 def test_an_unreachable_broker_is_one_line_exit_2_in_bounded_time(
     command: list[str], server: str, request: pytest.FixtureRequest
 ) -> None:
-    port = request.getfixturevalue("silent_port") if server == "silent" else free_port()
+    port = request.getfixturevalue("silent_port" if server == "silent" else "closed_port")
     started = time.monotonic()
     proc = pufferfish([*command, "--timeout", "2"], plain_env(broker=f"kafka://127.0.0.1:{port}"),
                       stdin=json.dumps(GOOD[1]) + "\n", timeout=60)
@@ -189,10 +189,11 @@ def test_tail_prints_dead_letters_where_and_why_without_their_bytes(broker: Embe
     assert default.stdout.startswith("release seq=1 ")
 
 
-def test_broker_flag_overrides_the_settings_for_send_and_tail(broker: EmbeddedBroker) -> None:
+def test_broker_flag_overrides_the_settings_for_send_and_tail(broker: EmbeddedBroker,
+                                                              closed_port: int) -> None:
     asyncio.run(create_topics(broker.bootstrap, {"reports": 4, "membership": 4,
                                                  "deadletter": 1}))
-    env = plain_env(broker=f"kafka://127.0.0.1:{free_port()}")  # nobody there: only --broker
+    env = plain_env(broker=f"kafka://127.0.0.1:{closed_port}")  # nobody there: only --broker
     sent = pufferfish(["send", "--broker", broker.url], env, stdin=json.dumps(GOOD[1]) + "\n",
                       timeout=60)
     assert sent.returncode == 0, sent.stderr

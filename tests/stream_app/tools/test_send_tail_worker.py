@@ -30,7 +30,6 @@ from tests.stream_app.tools.cli_proc import java_partition, jsonl, pufferfish, s
 from tests.stream_app.worker_proc import (
     input_env,
     noise_bound,
-    scrape,
     start_worker,
     wait_handled,
 )
@@ -86,7 +85,7 @@ def test_send_feeds_a_worker_and_tail_reads_its_releases(broker: EmbeddedBroker,
         _check_topic(broker.bootstrap, "reports", got)
         wait_handled([worker], len(joins) + len(reports), timeout=90)
 
-        counted = totals(scrape(worker.metrics_port))
+        counted = totals(worker.samples())
         assert counted.get("pufferfish_events_applied_total") == len(joins) + len(reports)
         assert counted.get("pufferfish_events_rejected_total", 0.0) == 0.0
         dead = [json.loads(r.value) for r in asyncio.run(read_to_end(broker.bootstrap,
