@@ -3,7 +3,8 @@
 `scripts/test.sh` runs the suite with `-n 8 --dist loadgroup`; `pytest FILE` alone still
 runs serially. Every test must be isolated from the tests running beside it:
 
-- brokers: its own (`broker`), or one shared per module and worker process (`broker_module`)
+- brokers: its own (`broker`), or one shared per module and worker process (`broker_module`;
+  Apache Kafka: `kafka_broker`, one per worker process)
   with topic names, app id and consumer group of its own (uuid-suffixed);
 - ports: asked of the OS (`free_port()`), never fixed;
 - files: under its own `tmp_path` / `tmp_path_factory`, never a fixed path;
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
+from tests.kafka_broker import KafkaBroker
 from tests.kafka_helpers import consume_all, json_values, produce_json
 
 __all__ = ["consume_all", "json_values", "produce_json"]
@@ -77,4 +79,15 @@ def broker_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
     topic names, app ids and consumer groups per test."""
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with EmbeddedBroker(log_path=log) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka 2.3.0 with its ZooKeeper (tests/kafka_broker.py): one per xdist process,
+    started at its first use (~4 s, ~400 MB) and stopped at the end of the session. Tests on it
+    use topic names, app ids, consumer groups and transactional ids of their own; a module on
+    it declares `pytest.mark.xdist_group("kafka")`, so that one process runs them all beside
+    one broker. Never stopped by a test: a test that stops or restarts Kafka starts its own."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as b:
         yield b
