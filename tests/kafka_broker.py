@@ -278,9 +278,12 @@ class KafkaBroker:
                 self.zookeeper.start(java, ZOOKEEPER_HEAP,
                                      "org.apache.zookeeper.server.quorum.QuorumPeerMain",
                                      config, kafka)
+
+                def bound(got: list[int], want: int = port) -> bool:
+                    return want in got
+
                 try:
-                    self._wait_listening(self.zookeeper, lambda got, want=port: want in got,
-                                         deadline)
+                    self._wait_listening(self.zookeeper, bound, deadline)
                 except KafkaBrokerError:
                     self.zookeeper.stop(5)
                     if again or attempt == 2:
