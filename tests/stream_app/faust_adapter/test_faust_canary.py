@@ -28,14 +28,20 @@ import tomllib
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import faust
 import pytest
+from aiokafka.consumer.fetcher import READ_COMMITTED, Fetcher
 from packaging.requirements import Requirement
 
 import stream_app
+from stream_app.faust_adapter.app import app_options, new_app
+from stream_app.faust_adapter.isolation import read_committed
 from stream_app.faust_adapter.runner import worker_class
+from stream_app.kafka.clients import ISOLATION_LEVEL
+from stream_app.settings import Settings
 from tests.stream_app.faust_adapter.upstream_uses import holds_code, upstream_uses
 
 DOC = 'docs/design.md, "After a Faust, mode or aiokafka upgrade"'
@@ -55,6 +61,11 @@ FINGERPRINTS = {
     "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._create_worker_consumer":
         "80377d303e50d401",
     "faust.transport.base:Transport.create_consumer": "c1f93077b70205e3",
+    # stream_app/faust_adapter/isolation.py: read_committed set on the client Faust built
+    # (_create_worker_consumer above: Faust's read_uncommitted unless exactly_once), kept by
+    # the client as given and handed to the Fetcher by start() (above), which reads it
+    "aiokafka.consumer.consumer:AIOKafkaConsumer.__init__": "248ff1031ac3126f",
+    "aiokafka.consumer.fetcher:Fetcher.__init__": "32f20192b8888b2b",
     # relied on inside by stream_app/faust_adapter/consumer.py
     "faust.transport.consumer:Consumer._wait_next_records": "42d8b2a2e3d8c0a5",
     "faust.transport.consumer:Consumer._add_gap": "13260a7e377d922c",
@@ -379,3 +390,48 @@ def test_the_upgrade_checklist_names_every_fingerprinted_function() -> None:
                if not any(n in (name.replace(":", "."), name.partition(":")[2])
                           or n.endswith("." + name.partition(":")[2]) for n in named)}
     assert not unnamed, f"fingerprinted but not in {DOC}: {sorted(unnamed)}"
+
+
+# --- the isolation level (stream_app/faust_adapter/isolation.py; issue 44) -------------------
+
+def _client(app: Any) -> Any:
+    """The aiokafka consumer Faust builds for `app`'s worker (not started)."""
+    consumer = app.consumer
+    return consumer._thread._create_worker_consumer(consumer.transport)
+
+
+async def test_the_worker_reads_committed_records_where_faust_would_not() -> None:
+    """Faust builds its client with read_uncommitted for the worker's processing guarantee
+    (at_least_once): the records of aborted transactions reach the streams. The worker's client
+    reads committed records only, through the Fetcher its start() builds. If Faust starts
+    reading committed records itself (or builds its client elsewhere), this fails: re-check
+    isolation.py as DOC says, entry `AIOKafkaConsumerThread._create_worker_consumer`."""
+    settings = Settings()
+    options = {**app_options(settings), "broker": "kafka://127.0.0.1:1",
+               "store": "memory://", "web_enabled": False}
+    assert options["processing_guarantee"] == "at_least_once"
+    stock = _client(faust.App("canary-stock", **options))
+    ours = _client(new_app(settings, "canary-ours", **options))
+    try:
+        assert stock._isolation_level == "read_uncommitted"
+        assert ours._isolation_level == ISOLATION_LEVEL == "read_committed"
+        # what start() hands the Fetcher (its source is fingerprinted above)
+        fetcher = Fetcher(ours._client, ours._subscription,
+                          isolation_level=ours._isolation_level)
+        assert fetcher._isolation_level == READ_COMMITTED
+        await fetcher.close()
+    finally:
+        await stock.stop()
+        await ours.stop()
+
+
+async def test_read_committed_refuses_a_client_it_cannot_set() -> None:
+    """A client without aiokafka's `_isolation_level`, or one already started, fails the
+    worker's start instead of reading uncommitted records."""
+    with pytest.raises(RuntimeError, match="aiokafka or Faust changed"):
+        read_committed(SimpleNamespace(_fetcher=None))
+    with pytest.raises(RuntimeError, match="aiokafka or Faust changed"):
+        read_committed(SimpleNamespace(_isolation_level="read_uncommitted", _fetcher=object()))
+    client = SimpleNamespace(_isolation_level="read_uncommitted", _fetcher=None)
+    read_committed(client)
+    assert client._isolation_level == "read_committed"
