@@ -53,9 +53,10 @@ MYPY_PID=$!
 # Most of the suite waits on brokers, workers and release clocks, not on the CPU: more processes
 # than cores, measured (tests/README.md has the figures).
 WORKERS=${PUFFERFISH_TEST_WORKERS:-8}
-step "python -m pytest -q -n $WORKERS --dist loadgroup $*"
+# --durations: where the wall time goes, in CI's output (tests/README.md keeps the table)
+step "python -m pytest -q -n $WORKERS --dist loadgroup --durations=30 $*"
 set +e
-"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup "$@" </dev/null
+"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=30 "$@" </dev/null
 status=$?
 wait "$MYPY_PID"
 mypy_status=$?

