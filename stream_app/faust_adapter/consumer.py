@@ -138,6 +138,7 @@ class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedH
     async def _drain_messages(self, fetcher: Any) -> None:
         gate = self._gate
         partner = gate.partner if gate is not None else {}
+        seeking = self._expected.seeking
         should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
         since_yield = 0
         try:
@@ -158,7 +159,10 @@ class PufferfishConsumer(CommitGuard, FlowStopHooks, RefetchingGetmany, GuardedH
                     if tp in skip:
                         continue
                     other = partner.get(tp) if partner else None
-                    if other is None:
+                    if other is None or seeking(tp):
+                        # not gated, or a seek of tp runs in the client thread: judged now
+                        # (skipped and fetched again after the seek), never kept by the gate,
+                        # which drops its records at the seek's end (offsets.py, ``seeking``)
                         await self._offer(tp, message, stamp, skip)
                         continue
                     key = gate.key(tp, message.timestamp)  # type: ignore[union-attr]

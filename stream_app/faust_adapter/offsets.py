@@ -32,7 +32,13 @@ before the batch came back (table recovery seeks its changelogs to 0 first): its
 past records nobody saw (``dropped`` says where to fetch such a partition again). Seeks that
 Faust runs in the client's thread (``seek_wait``: table recovery; ``seek_to_committed``) land at
 a moment the loop cannot see: records of such a partition are skipped while one is in flight
-and the partition is fetched again once it is done (``seek_begins``, ``seek_ended``). A safety net,
+and the partition is fetched again once it is done (``seek_begins``, ``seek_ended``). Skipped,
+never kept for later (``seeking``): the gate (alignment.py) drops what it keeps at a seek's end
+as if fetched before the seek, yet aiokafka's ``seek_to_committed`` seeks one partition after
+another between round trips, so a record that comes back meanwhile may have been fetched from
+the new position (issue 44: a survivor's gate kept back up to 417 records fetched from the
+committed offsets during its takeover, dropped them at the seek's end, and acknowledged them as
+a gap once the client's position was past them). A safety net,
 ``stalled``: a client fetch position past the expected offset while nothing is handed over; the
 loop seeks such a partition back once per (expected offset, position): a position that comes
 back to the same place after the fetch again is past a gap at the end of the log (a transaction
@@ -154,6 +160,12 @@ class ExpectedOffsets:
         self._accounted.pop(tp, None)
         if self._on_moved is not None:
             self._on_moved(tp)
+
+    def seeking(self, tp: Hashable) -> bool:
+        """A seek of `tp` runs in the client's thread (``seek_begins`` .. ``seek_ended``): a
+        record of it must be judged at once (``WAIT``), never kept for later, since the seek
+        may have landed before the record's fetch as well as after it."""
+        return tp in self._in_flight
 
     def sought_since(self, tp: Hashable, fetch_stamp: int) -> bool:
         return self._sought_at.get(tp, 0) > fetch_stamp or tp in self._in_flight

@@ -23,9 +23,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from stream_app.demo.broker_admin import create_topics
+from stream_app.demo.broker_admin import create_topics, topic_partitions
 from stream_app.faust_adapter.ports_file import reported_port
 from stream_app.metrics_page import Samples, fetch, local_url, sample, scrape
+from tests.kafka_broker import KafkaBroker
 from tests.kafka_helpers import consume_all, read_to_end
 from tests.ports import worker_port
 from tests.processes import task_dump
@@ -34,7 +35,13 @@ from tests.waiting import wait_for
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
-# tansu workarounds (/work/shared/kafka.md): exact end offsets and quick group joins.
+# The workloads' users report ~12 times per second: a replay after a crash or rebalance can
+# reach ~60 reports of one user, near the default window (64; docs/design.md, "Throughput"), so
+# these workers remember more ids (the default is exercised by the stream_app tests).
+WORKLOAD_SETTINGS = {"PUFFERFISH_DEDUP_WINDOW": "256"}
+
+# tansu workarounds (/work/shared/kafka.md, docs/operations.md "Broker workarounds for tansu"):
+# exact end offsets (one-record batches), quick group joins, idle fetches not held.
 TANSU_COMPAT = {
     "PUFFERFISH_PRODUCER_MAX_BATCH_SIZE": "1",
     "PUFFERFISH_PRODUCER_LINGER_SECONDS": "0",
@@ -42,11 +49,24 @@ TANSU_COMPAT = {
     "PUFFERFISH_BROKER_REBALANCE_TIMEOUT": "6",
     "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
     "PUFFERFISH_CONSUMER_FETCH_MAX_WAIT_SECONDS": "0.1",
-    # The workloads' users report ~12 times per second: a replay after a crash or rebalance can
-    # reach ~60 reports of one user, near the default window (64; docs/design.md, "Throughput"),
-    # so these workers remember more ids (the default is exercised by the stream_app tests).
-    "PUFFERFISH_DEDUP_WINDOW": "256",
+    **WORKLOAD_SETTINGS,
 }
+
+# Apache Kafka needs none of tansu's workarounds (docs/operations.md, "A real Kafka"): the
+# worker's defaults for batching, fetch wait and rebalance timeout; only the group's session
+# timeout at Kafka's minimum (group.min.session.timeout.ms, 6 s) and a heartbeat a sixth of it,
+# so that a SIGKILLed member's partitions move within seconds (the default is a minute).
+KAFKA_COMPAT = {
+    "PUFFERFISH_BROKER_SESSION_TIMEOUT": "6",
+    "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
+    **WORKLOAD_SETTINGS,
+}
+
+
+def compat_for(broker: object) -> dict[str, str]:
+    """The test settings a broker needs: Kafka's for Apache Kafka, tansu's for the look-alikes
+    (noida-db's log-end offsets are right, but its groups are slow to settle like tansu's)."""
+    return dict(KAFKA_COMPAT if isinstance(broker, KafkaBroker) else TANSU_COMPAT)
 
 
 # topic role -> partitions (None: the input partition count); names are "<prefix>-<role>"
@@ -121,12 +141,13 @@ STORES = ("memory://", "rocksdb://")
 
 def worker_env(
     broker_url: str, topics: Topics, data_dir: Path, overrides: Mapping[str, str] | None = None,
-    store: str = "memory://",
+    store: str = "memory://", compat: Mapping[str, str] = TANSU_COMPAT,
 ) -> dict[str, str]:
-    """Env for one worker: tansu compat knobs, unique topics, metrics and web servers on ports
-    the OS picks (Worker reads them from its ports file), the table store."""
+    """Env for one worker: the broker's compat knobs (`compat_for(broker)`; tansu's by
+    default), unique topics, metrics and web servers on ports the OS picks (Worker reads them
+    from its ports file), the table store."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
-    env.update(TANSU_COMPAT)
+    env.update(compat)
     env.update(topics.env())
     env.update({
         "PUFFERFISH_BROKER": broker_url,
@@ -447,12 +468,15 @@ def changelog_records(bootstrap: str, app_id: str) -> list[tuple[Any, Any]]:
 async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     # a consumer in the group that never subscribes: committed() is one OffsetFetch
     # (aiokafka's admin client cannot decode tansu's OffsetFetch response)
+    partitions = (await topic_partitions(bootstrap)).get(topic, 0)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                                 enable_auto_commit=False)
     await consumer.start()
     try:
         out = {}
-        for partition in sorted(consumer.partitions_for_topic(topic) or ()):
+        # (the partition count from the broker: a consumer's metadata holds only the topics it
+        # subscribed to on Kafka)
+        for partition in range(partitions):
             offset = await consumer.committed(TopicPartition(topic, partition))
             if offset is not None:
                 out[partition] = offset
@@ -464,6 +488,34 @@ async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The group's committed offset per partition of `topic` (absent: none committed)."""
     return asyncio.run(_committed(bootstrap, group, topic))
+
+
+async def _group_members(bootstrap: str, group: str, topic: str) -> dict[str, list[int]]:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        (response,) = await admin.describe_consumer_groups([group])
+    finally:
+        await admin.close()
+    (described,) = response.groups
+    error_code, _group, state, _type, _protocol, members = described[:6]
+    if error_code or state != "Stable":
+        return {}
+    out = {}
+    for member_id, _client, _host, _metadata, assignment in members:
+        decoded = ConsumerProtocolMemberAssignment.decode(assignment)
+        out[member_id] = sorted(p for t, ps in decoded.assignment if t == topic for p in ps)
+    return out
+
+
+def group_members(bootstrap: str, group: str, topic: str) -> dict[str, list[int]]:
+    """The members of a consumer group that is Stable (no rebalance in progress), each with the
+    partitions of `topic` the broker assigned it ({} while the group rebalances): what decides
+    which worker reads what, told by the broker (DescribeGroups)."""
+    return dict(asyncio.run(_group_members(bootstrap, group, topic)))
 
 
 def accepted_total(states: dict[str, dict[str, Any]]) -> int:
@@ -554,10 +606,11 @@ class Cluster:
     the clock."""
 
     def __init__(self, broker_url: str, bootstrap: str, topics: Topics, tmp_path: Path,
-                 settings: Mapping[str, str], names: Sequence[str] = ("a", "b")) -> None:
+                 settings: Mapping[str, str], names: Sequence[str] = ("a", "b"),
+                 compat: Mapping[str, str] = TANSU_COMPAT) -> None:
         self.bootstrap, self.topics, self.tmp_path = bootstrap, topics, tmp_path
         self.env = {name: worker_env(broker_url, topics, tmp_path / f"data-{name}",
-                                     dict(settings)) for name in names}
+                                     dict(settings), compat=compat) for name in names}
         self.workers: list[Worker] = []
 
     def start(self, name: str) -> Worker:

@@ -28,6 +28,7 @@ class Record:
     topic: str = "reports"
     key: bytes = b"u"
     value: bytes = b"{}"
+    timestamp: float = 0.0  # the gate's merge key (alignment.py)
 
 
 def compacted_offsets(total: int, survivors: int, seed: int = 7) -> list[int]:

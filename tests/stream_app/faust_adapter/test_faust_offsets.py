@@ -178,7 +178,9 @@ def test_records_are_skipped_while_a_seek_runs_in_the_client_thread() -> None:
     assert offsets.judge(TP, 0, stamp) is Verdict.WAIT  # from after the seek? unknown here
     assert offsets.judge(TP, 1, stamp) is Verdict.WAIT
     assert offsets.stalled(TP, 9) is False and offsets.stalled(TP, 9) is False
+    assert offsets.seeking(TP)  # none of its records may be kept for later (the gate)
     assert offsets.seek_ended(TP, 0, moved=True) == 0  # fetch again from the seek target
+    assert not offsets.seeking(TP)
     assert offsets.expected(TP) == 0 and offsets.judge(TP, 0, stamp) is Verdict.DELIVER
 
 
