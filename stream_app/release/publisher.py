@@ -11,6 +11,7 @@ fenced is dropped and ``fenced`` is set: the releaser steps down (docs/design.md
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiokafka import AIOKafkaProducer
@@ -31,12 +32,18 @@ TRANSACTION_TIMEOUT_MS = 60000
 
 
 def _retrieve(producer: AIOKafkaProducer) -> None:
-    """A fenced producer's transaction waiter holds ProducerFenced; nobody awaits it once the
-    producer is dropped, and asyncio would log it as never retrieved (a traceback)."""
+    """When a fence ends aiokafka's sender, the transaction's waiter and the drain waiter of
+    every batch left hold ProducerFenced; nobody awaits them once the producer is dropped, and
+    asyncio would log each as never retrieved (a traceback) instead of the one line said."""
     manager = getattr(producer, "_txn_manager", None)
-    waiter = getattr(manager, "_transaction_waiter", None)
-    if waiter is not None and waiter.done() and not waiter.cancelled():
-        waiter.exception()
+    accumulator = getattr(producer, "_message_accumulator", None)
+    batches = [b for q in getattr(accumulator, "_batches", {}).values() for b in q]
+    batches += list(getattr(accumulator, "_pending_batches", ()))
+    waiters = [getattr(manager, "_transaction_waiter", None),
+               *(getattr(b, "_drain_waiter", None) for b in batches)]
+    for waiter in waiters:
+        if isinstance(waiter, asyncio.Future) and waiter.done() and not waiter.cancelled():
+            waiter.exception()
 
 
 class Publisher:
