@@ -59,7 +59,7 @@ def overtaken_before_send(a: Releaser, b: Releaser, topic: str, box: list[object
             box.append(await b.release_once())
         return await send(to, payload)
 
-    a.publisher.send = overtaken  # type: ignore[method-assign]
+    a.publisher.send = overtaken  # type: ignore[method-assign,assignment]
 
 
 async def views(bootstrap: str, topic: str) -> dict[str, list[dict[str, object]]]:
@@ -74,6 +74,7 @@ async def _fenced(broker: KafkaBroker, tmp: Path, caplog: pytest.LogCaptureFixtu
     try:
         r1 = await a.release_once()
         assert r1 is not None and r1.seq == 1 and a.publisher.transactional
+        assert r1.tick is not None
         box: list[object] = []
         overtaken_before_send(a, b, s_a.topic_releases, box)
         caplog.clear()
@@ -122,7 +123,7 @@ async def _aborted_counts(broker: KafkaBroker, tmp: Path) -> None:
         assert await a.publisher.begin()
         assert await a.publisher.send(s_a.topic_releases, to_bytes(r2))  # in the log, open
         r3 = await b.release_once()  # claims (aborts a's transaction), reads, publishes
-        assert r3 is not None and (r3.seq, r3.tick) == (3, r2.tick + 1)
+        assert r3 is not None and r2.tick is not None and (r3.seq, r3.tick) == (3, r2.tick + 1)
         assert r3.epsilon_spent == 3.0  # r2's charge is counted
         assert not await a.publisher.end(commit=True)  # fenced
     finally:
