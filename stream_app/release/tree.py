@@ -6,7 +6,11 @@ The release at tick t is the exact sum S_t (in grid units) plus the noise of the
 t's prefix nodes; by telescoping that is the tree mechanism's base + nodes. A draw is kept only
 once the journal has it: a draw whose append failed was never published and is forgotten, and
 the next release re-reads the journal first (the append may have landed after all), so that the
-first journaled draw of a node is the only one ever used. The journal holds the raw noise,
+first journaled draw of a node is the only one ever used. On a broker with transactions the
+append is part of the release's transaction (publisher.py): acknowledged before the release is
+sent, and read back by the next owner even if the transaction was aborted (journal.py), so a
+draw a release may have used is never replaced (docs/privacy.md, "Two concurrent release
+owners"). The journal holds the raw noise,
 which with a published value gives the exact sum: it is operator-facing only, like the partials.
 """
 
