@@ -208,9 +208,10 @@ class Releaser:
         hold = self.settings.broker_session_timeout
         self.pause.hold_for(hold)
         self.invalidate()
-        log.warning("release owner fenced: another worker claimed transactional id %s, so "
-                    "nothing of this tick is published (its transaction is aborted); ticks held "
-                    "%.1f s, then the journals are re-read", self.settings.transactional_id, hold)
+        log.warning("release owner fenced: another worker claimed transactional id %s (or "
+                    "the tick's transaction outlived its timeout), so nothing of this tick is "
+                    "published (its transaction is aborted); ticks held %.1f s, then the "
+                    "journals are re-read", self.settings.transactional_id, hold)
 
     async def ready_to_draw(self, charge: float) -> bool:
         if not self.synced or not self.ledger.affordable(charge):
