@@ -86,7 +86,8 @@ def _channel(contract: TopicContract) -> dict[str, Any]:
         op_id = f"send{contract.message}"
     else:
         operation = "subscribe"
-        summary = f"The worker publishes {contract.message} records; anyone may read them."
+        summary = (f"The worker publishes {contract.message} records; anyone may read them, "
+                   "with isolation.level=read_committed.")
         op_id = f"receive{contract.message}"
     return {
         "description": contract.description(),

@@ -36,7 +36,11 @@ NO_KEY = "No key (null): the topic has one partition; records are in publication
 JOURNAL = (
     "One partition, infinite retention (retention.ms = retention.bytes = -1, "
     "cleanup.policy delete, never compacted): it is the budget journal a worker restores the "
-    "spent budget and the laws in force from. Do not shorten its retention."
+    "spent budget and the laws in force from. Do not shorten its retention. Read it with "
+    "isolation.level=read_committed: on a broker with transactions each tick's records are "
+    "one transaction, and a reader of uncommitted records also sees those of transactions "
+    "that were aborted (a release owner fenced by its successor), which are not publications "
+    "(the worker counts their charges all the same)."
 )
 
 

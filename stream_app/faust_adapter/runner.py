@@ -128,6 +128,8 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     left = broker_timeout - (time.monotonic() - started) if started is not None \
         else broker_timeout
     loop.run_until_complete(ensure_topics(settings, max(left, 0.1), shown=broker_timeout))
+    # how releases are published (transactions or at-least-once), said once
+    loop.run_until_complete(worker_app.releaser.publisher.delivery.announce())
     if settings.metrics_port is not None:
         try:
             port = metrics.serve(settings.metrics_host, settings.metrics_port)

@@ -7,10 +7,14 @@ from typing import Any
 
 from stream_app.settings import Settings
 
-# Every consumer of the project (the worker's Faust consumer: faust_adapter/isolation.py; the
-# journals' readers, `pufferfish tail`, the demo's view) reads committed records only: the
-# records of an aborted transaction are never counted nor shown.
+# Every consumer of the project (the worker's Faust consumer: faust_adapter/isolation.py;
+# `pufferfish tail`, the demo's view) reads committed records only: the records of an aborted
+# transaction are never counted nor shown.
 ISOLATION_LEVEL = "read_committed"
+# Except the release owner's own journals (releases, priors, tree nodes: journal.py): whatever
+# reached their log counts as published, aborted or not, since a reader with READ on the topic
+# chooses its isolation level (docs/privacy.md, "Two concurrent release owners").
+JOURNAL_ISOLATION_LEVEL = "read_uncommitted"
 
 # what to do when the broker cannot be reached (the errors of run, send and tail end with it)
 UNREACHABLE_HINT = ("is it running? Start it, or set --broker / PUFFERFISH_BROKER to a broker "
@@ -51,6 +55,12 @@ def aiokafka_kwargs(settings: Settings) -> dict[str, Any]:
 def consumer_kwargs(settings: Settings) -> dict[str, Any]:
     """aiokafka_kwargs for an AIOKafkaConsumer: committed records only."""
     return {**aiokafka_kwargs(settings), "isolation_level": ISOLATION_LEVEL}
+
+
+def journal_consumer_kwargs(settings: Settings) -> dict[str, Any]:
+    """aiokafka_kwargs for the release owner's journal readers: every record in the log,
+    aborted ones included (JOURNAL_ISOLATION_LEVEL)."""
+    return {**aiokafka_kwargs(settings), "isolation_level": JOURNAL_ISOLATION_LEVEL}
 
 
 def faust_credentials(settings: Settings) -> Any:

@@ -1,8 +1,11 @@
 """Reading a 1-partition journal topic (``releases``, ``priors``) with every broker call bounded.
 
 A consumer pinned to partition 0 serves full reads (restore) and the fence drain (records
-published since the last read). Broker trouble: each call is time-limited; a consumer that saw
-an error is dropped and recreated on the next use.
+published since the last read). It reads every record in the log, those of aborted transactions
+included: a reader of ``releases`` may choose read_uncommitted, so whatever reached the log
+counts as published (spent budget, seqs, ticks, node draws; docs/design.md, "Fences").
+Broker trouble: each call is time-limited; a consumer that saw an error is dropped and
+recreated on the next use.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from pufferfish_core.errors import PufferfishError
 from stream_app.kafka.aio import within
-from stream_app.kafka.clients import consumer_kwargs
+from stream_app.kafka.clients import journal_consumer_kwargs
 from stream_app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,7 +83,7 @@ class Journal(Generic[M]):
     async def _get(self) -> AIOKafkaConsumer:
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
-                **consumer_kwargs(self.settings), group_id=None, enable_auto_commit=False,
+                **journal_consumer_kwargs(self.settings), group_id=None, enable_auto_commit=False,
                 auto_offset_reset="earliest", fetch_max_wait_ms=JOURNAL_FETCH_WAIT_MS,
             )
             try:

@@ -44,6 +44,10 @@ class PauseGuard:
             self._task.cancel()
             self._task = None
 
+    def hold_for(self, seconds: float) -> None:
+        """Hold ticks for ``seconds`` from now (a fenced release owner steps down)."""
+        self._hold_until = max(self._hold_until, time.monotonic() + seconds)
+
     def holding(self) -> bool:
         self.check()
         return time.monotonic() < self._hold_until

@@ -7,9 +7,12 @@ t's prefix nodes; by telescoping that is the tree mechanism's base + nodes. A dr
 once the journal has it: a draw whose append failed was never published; the next release
 re-reads the journal first (the append may have landed after all) and otherwise appends the
 same value again, so that a late landing never puts a second value of a node in the journal;
-a draw this tree journaled is never replaced by a read (docs/privacy.md, "On the worker").
-The journal holds the raw noise, which with a published value gives the exact sum: it is
-operator-facing only, like the partials.
+a draw this tree journaled is never replaced by a read (docs/privacy.md, "On the worker"). On a
+broker with transactions the append is part of the release's transaction (publisher.py):
+acknowledged before the release is sent, and read back by the next owner even if the
+transaction was aborted (journal.py), so a draw a release may have used is never replaced
+(docs/privacy.md, "Two concurrent release owners"). The journal holds the raw noise, which
+with a published value gives the exact sum: it is operator-facing only, like the partials.
 """
 
 from __future__ import annotations

@@ -2,9 +2,12 @@
 it holds raw noise): ``NodeJournal`` (stream_app/release/tree.py) for a release owner that can
 move. A new owner after a takeover or SIGKILL reads the window's draws from it and continues
 the same tree; a draw is appended with acks=all before any release that uses it is sent
-(docs/design.md, "Continual release: wiring the tree"). The first record of a node wins
-(``WindowTree.restore``): a second owner in a split brain that drew the same node again is
-outvoted by the log order, and the releases journal's fence skips its tick.
+(docs/design.md, "Continual release: wiring the tree"), in that release's transaction on a
+broker with transactions. The topic is read whole, aborted transactions included
+(journal.py): a draw that reached the log is adopted, never drawn again. The first record of a
+node wins (``WindowTree.restore``): without transactions, a second owner in a split brain that
+drew the same node again is outvoted by the log order, and the releases journal's fence skips
+its tick.
 """
 
 from __future__ import annotations

@@ -65,6 +65,15 @@ class Settings(ReleaseSettings):
     topic_tree_nodes: str = Field(default="pufferfish-tree-nodes", min_length=1)
     input_partitions: int = Field(default=4, ge=1, le=1024)
 
+    # --- release delivery (docs/privacy.md, "Two concurrent release owners") -------------------
+    # Each tick's records (learning round, node draws, release) in one Kafka transaction under
+    # one transactional id for the releaser role, so that a new release owner fences the old
+    # one. auto: transactions when the broker has them, else at-least-once (said at start);
+    # required: never publish without them; off: at-least-once (stream_app/release/delivery.py).
+    release_transactions: Literal["auto", "required", "off"] = "auto"
+    # default "<app_id>-releaser"; every worker of the deployment must use the same one
+    release_transactional_id: str | None = Field(default=None, min_length=1, max_length=249)
+
     # --- privacy --------------------------------------------------------------------------
     domain: tuple[float, ...] = (0.0, 1.0)
     epsilon: float = Field(default=1.0, gt=0)
@@ -244,6 +253,12 @@ class Settings(ReleaseSettings):
         return self
 
     # --- derived --------------------------------------------------------------------------
+    @property
+    def transactional_id(self) -> str:
+        """The release owner's transactional id (``release_transactional_id``, else
+        ``<app_id>-releaser``)."""
+        return self.release_transactional_id or f"{self.app_id}-releaser"
+
     @property
     def bootstrap(self) -> str:
         """``host:port[,host:port]`` for aiokafka (the broker URL without its scheme)."""
