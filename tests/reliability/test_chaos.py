@@ -7,8 +7,9 @@ of the journals, and epsilon_spent never falls below the charges published.
 The final releases must also show the exact sum of the input (a replay: each user's newest
 report); the chaos run found that they sometimes do not, for a defect outside the release path
 (the newest reports of a few users missing from the workers' state minutes after the load
-stopped: bench/RESULTS.md, "Chaos"): until that is fixed, an inexact end is reported as an
-expected failure, after the release checks (which fail the test)."""
+stopped: docs/operations.md, "Benchmark history", 2026-11-29): until that is fixed, an
+inexact end is reported as an expected failure, after the release checks (which fail the
+test)."""
 
 from __future__ import annotations
 
