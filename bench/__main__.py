@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "continual": "8. tree mechanism vs independent releases at one window budget (RMSE)",
     "backlog": "9. drain time of a transactional backlog vs a plain one (noida-db)",
     "recovery": "10. restart at 1e5/1e6 users: to /metrics, a report counted, a release; RSS, disk",
+    "chaos": "11. faults under load on Kafka: no tick, seq or node twice, exact sums (issue 46)",
 }
 
 

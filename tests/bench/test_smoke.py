@@ -32,7 +32,7 @@ def test_list_names_every_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
     assert listed == {
         "throughput", "recalibration", "memory", "utility", "latency", "core_rules", "robust",
-        "composition", "continual", "backlog", "recovery",
+        "composition", "continual", "backlog", "recovery", "chaos",
     }
 
 

@@ -1,0 +1,36 @@
+"""The chaos run's short form on Apache Kafka (bench/chaos.py, issue 46): three workers, eight
+input partitions, the memory store, tree releases, 35 s of seeded faults (SIGKILL, SIGTERM,
+SIGSTOP past the session timeout, the release owner frozen at its intent, rolling restarts)
+under a steady load. Nothing is published twice: no tick, no seq, no tree node, in both views
+of the journals, and epsilon_spent never falls below the charges published.
+
+The final releases must also show the exact sum of the input (a replay: each user's newest
+report); the chaos run found that they sometimes do not, for a defect outside the release path
+(the newest reports of a few users missing from the workers' state minutes after the load
+stopped: docs/operations.md, "Benchmark history", 2026-11-29): until that is fixed, an
+inexact end is reported as an expected failure, after the release checks (which fail the
+test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.chaos import QUICK_SECONDS, SCENARIOS, run_scenario
+from tests.kafka_broker import KafkaBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_faults_under_load_publish_nothing_twice(kafka_broker: KafkaBroker,
+                                                 tmp_path: Path) -> None:
+    seed = 27  # first faults: the owner frozen at its intent, a SIGKILL, a SIGSTOP (--seed 27)
+    got = run_scenario(kafka_broker, tmp_path, SCENARIOS["memory-tree"], QUICK_SECONDS, seed,
+                       settle_seconds=45.0)
+    print(f"\nCHAOS memory-tree seed {seed}: {got.row}")
+    assert got.duplicates == [], (seed, got.duplicates)
+    if got.exact is not None:
+        pytest.xfail(f"seed {seed}: {got.exact}")
