@@ -6,7 +6,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -210,5 +210,58 @@ class PacedProducer:
                 futures = [await producer.send(t, v, key=k) for t, k, v in chunk]
                 await asyncio.gather(*futures)
                 self.sent += len(chunk)
+        finally:
+            await producer.stop()
+
+
+class SteadyStream:
+    """Produce `records_for(0)`, `records_for(1)`, ... from a background thread, `per_tick` of
+    them every `pace` seconds, until `stop()`: a stream that lasts as long as the scenario
+    (kills, takeovers, restarts) whatever its speed. `done` counts the items whose records the
+    broker acknowledged, in order; an item is sent whole or not at all. Leaving the block stops
+    the stream, waits for the last acknowledgements, and re-raises a producer error."""
+
+    def __init__(self, bootstrap: str, records_for: Callable[[int], list[Record]],
+                 per_tick: int, pace: float = 0.1) -> None:
+        self.bootstrap, self.records_for, self.per_tick, self.pace = (
+            bootstrap, records_for, per_tick, pace)
+        self.done = 0
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="steady-stream", daemon=True)
+
+    def __enter__(self) -> SteadyStream:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        """Stop after the tick in progress; returns how many items were sent."""
+        self._stop.set()
+        self._thread.join(timeout=120)
+        assert not self._thread.is_alive(), "timed out after 120 s waiting for the stream"
+        return self.done
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.stop()
+        if self._error is not None and exc_type is None:
+            raise self._error
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            self._error = exc
+
+    async def _run(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
+        await producer.start()
+        try:
+            while not self._stop.is_set():
+                items = range(self.done, self.done + self.per_tick)
+                futures = [await producer.send(t, v, key=k)
+                           for i in items for t, k, v in self.records_for(i)]
+                await asyncio.gather(*futures)
+                self.done += self.per_tick
+                await asyncio.sleep(self.pace)  # the pace of the stream, not a guess
         finally:
             await producer.stop()

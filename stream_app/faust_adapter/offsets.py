@@ -36,7 +36,7 @@ and the partition is fetched again once it is done (``seek_begins``, ``seek_ende
 never kept for later (``seeking``): the gate (alignment.py) drops what it keeps at a seek's end
 as if fetched before the seek, yet aiokafka's ``seek_to_committed`` seeks one partition after
 another between round trips, so a record that comes back meanwhile may have been fetched from
-the new position (issue 44: a survivor's gate kept back up to 417 records fetched from the
+the new position (issue 44: a survivor's gate kept back up to 693 records fetched from the
 committed offsets during its takeover, dropped them at the seek's end, and acknowledged them as
 a gap once the client's position was past them). A safety net,
 ``stalled``: a client fetch position past the expected offset while nothing is handed over; the
