@@ -45,8 +45,21 @@ class PauseGuard:
             self._task = None
 
     def hold_for(self, seconds: float) -> None:
-        """Hold ticks for ``seconds`` from now (a fenced release owner steps down)."""
+        """Hold ticks for ``seconds`` from now."""
         self._hold_until = max(self._hold_until, time.monotonic() + seconds)
+
+    def step_down(self) -> None:
+        """Another worker claimed the releaser's transactional id after this one: it owns the
+        releases now. Nothing this tick sent is ever committed (the claim aborted it); ticks are
+        held a session timeout (the group moves the release partition meanwhile), then the
+        journals are read again after a claim of our own, if this worker still owns them."""
+        hold = self.settings.broker_session_timeout
+        self.hold_for(hold)
+        self._on_pause()
+        log.warning("release owner fenced: another worker claimed transactional id %s (or "
+                    "the tick's transaction outlived its timeout), so nothing of this tick is "
+                    "published (its transaction is aborted); ticks held %.1f s, then the "
+                    "journals are re-read", self.settings.transactional_id, hold)
 
     def holding(self) -> bool:
         self.check()

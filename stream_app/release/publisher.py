@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import ProducerFenced
@@ -116,6 +117,19 @@ class Publisher:
         if producer is not None:
             _retrieve(producer)
             await quietly(producer.stop(), "release producer stop")
+
+    async def tick(self, run: Callable[[], Awaitable[object]]) -> tuple[bool, object]:
+        """``run()`` in one transaction when publishing in transactions (else as it is):
+        (True, its result) once committed; (False, None) when the commit failed (what it sent
+        may be in the log; ``fenced`` says whether another owner took over)."""
+        if not await self.begin():
+            return True, await run()  # at-least-once
+        try:
+            result = await run()
+        except Exception:
+            await self.end(commit=False)  # cancelled: the releaser drops the producer
+            raise
+        return (True, result) if await self.end(commit=True) else (False, None)
 
     async def begin(self) -> bool:
         """Begin the tick's transaction; False without transactions (nothing to end)."""

@@ -161,7 +161,7 @@ class Releaser:
                 return await bounded(self._synced(action, tick), "tick", TICK_LIMIT_SECONDS)
             except Exception as exc:  # noqa: BLE001 - broker trouble: the tick is tried again
                 if self.publisher.fenced:
-                    self._step_down()
+                    self.pause.step_down()  # (fenced: reset by the next claim)
                     return None
                 self.metrics.broker_errors.inc()
                 self.invalidate()
@@ -185,33 +185,13 @@ class Releaser:
         if self.ledger.exhausted:
             self.ticks.settle(tick)
             return None
-        if not await self.publisher.begin():
-            return await action(tick)  # at-least-once
-        try:
-            result = await action(tick)
-        except Exception:
-            await self.publisher.end(commit=False)  # cancelled: _tick drops the producer
-            raise
-        if await self.publisher.end(commit=True):
+        committed, result = await self.publisher.tick(functools.partial(action, tick))
+        if committed:
             return result
         self.invalidate()  # what it sent may be in the log: read it before the next tick
         if self.publisher.fenced:
-            self._step_down()
+            self.pause.step_down()  # (fenced: reset by the next claim)
         return None
-
-    def _step_down(self) -> None:
-        """Another worker claimed the releaser's transactional id after this one: it owns the
-        releases now. Nothing this tick sent is ever committed (the claim aborted it); ticks are
-        held a session timeout (the group moves the release partition meanwhile), then the
-        journals are read again after a claim of our own, if this worker still owns them."""
-        self.publisher.fenced = False
-        hold = self.settings.broker_session_timeout
-        self.pause.hold_for(hold)
-        self.invalidate()
-        log.warning("release owner fenced: another worker claimed transactional id %s (or "
-                    "the tick's transaction outlived its timeout), so nothing of this tick is "
-                    "published (its transaction is aborted); ticks held %.1f s, then the "
-                    "journals are re-read", self.settings.transactional_id, hold)
 
     async def ready_to_draw(self, charge: float) -> bool:
         if not self.synced or not self.ledger.affordable(charge):

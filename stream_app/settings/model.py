@@ -65,15 +65,6 @@ class Settings(ReleaseSettings):
     topic_tree_nodes: str = Field(default="pufferfish-tree-nodes", min_length=1)
     input_partitions: int = Field(default=4, ge=1, le=1024)
 
-    # --- release delivery (docs/privacy.md, "Two concurrent release owners") -------------------
-    # Each tick's records (learning round, node draws, release) in one Kafka transaction under
-    # one transactional id for the releaser role, so that a new release owner fences the old
-    # one. auto: transactions when the broker has them, else at-least-once (said at start);
-    # required: never publish without them; off: at-least-once (stream_app/release/delivery.py).
-    release_transactions: Literal["auto", "required", "off"] = "auto"
-    # default "<app_id>-releaser"; every worker of the deployment must use the same one
-    release_transactional_id: str | None = Field(default=None, min_length=1, max_length=249)
-
     # --- privacy --------------------------------------------------------------------------
     domain: tuple[float, ...] = (0.0, 1.0)
     epsilon: float = Field(default=1.0, gt=0)
@@ -238,12 +229,6 @@ class Settings(ReleaseSettings):
             raise ValueError(
                 f"domain: every value must be a multiple of the noise grid 2**{self.grid_log2}"
                 " (use a finer grid: a lower grid_log2)"
-            )
-        window = self.budget_window_seconds
-        if window is not None and window < self.release_period_seconds:
-            raise ValueError(
-                "budget_window_seconds: must be at least release_period_seconds "
-                f"({self.release_period_seconds:g})"
             )
         check_standbys(self.store, self.table_standby_replicas)
         if self.prior_source == "declared" and self.priors_file is None:

@@ -1,5 +1,6 @@
-"""The public clock and how releases spend the budget: the settings every release field is a
-function of (docs/privacy.md, "Composition" and "Continual release: the tree mechanism").
+"""The public clock, how releases spend the budget and how they are delivered: the settings
+every release field is a function of (docs/privacy.md, "Composition" and "Continual release:
+the tree mechanism"), and the release owner's transactions ("Two concurrent release owners").
 
 ``Settings`` (model.py) inherits them; the checks between them live here.
 """
@@ -26,6 +27,15 @@ class ReleaseSettings(BaseSettings):
     # w: how often one user's contribution to the sum may change per window (tree mode); changes
     # beyond it are held until the next window (pufferfish_tree_changes_held_total).
     max_changes_per_window: int = Field(default=4, ge=0, le=1_000_000)
+
+    # delivery (docs/privacy.md, "Two concurrent release owners"):
+    # Each tick's records (learning round, node draws, release) in one Kafka transaction under
+    # one transactional id for the releaser role, so that a new release owner fences the old
+    # one. auto: transactions when the broker has them, else at-least-once (said at start);
+    # required: never publish without them; off: at-least-once (stream_app/release/delivery.py).
+    release_transactions: Literal["auto", "required", "off"] = "auto"
+    # default "<app_id>-releaser"; every worker of the deployment must use the same one
+    release_transactional_id: str | None = Field(default=None, min_length=1, max_length=249)
 
     @model_validator(mode="after")
     def _release_consistent(self) -> ReleaseSettings:
