@@ -41,7 +41,9 @@ REJECTS = {
     "not_present": (b"ghost", b'{"user_id": "ghost", "value": 1, "report_id": "g1", "ts": 1}'),
     "out_of_domain": (b"u1", b'{"user_id": "u1", "value": 9, "report_id": "x9", "ts": 1}'),
 }
-MINUTES = 3.0  # the range the test queries (the render: the time Prometheus has run)
+# The range the test queries and renders: the time Prometheus has run (from a little before
+# it scraped first) up to a given end
+LEAD = 3.0  # seconds before `scraped_since`
 
 
 def test_dashboard_shows_every_metric() -> None:
@@ -126,19 +128,22 @@ def _scraped(prom_port: int, worker: Worker) -> bool:
     return bool(answer.get("data", {}).get("result"))
 
 
-def _args(prom_port: int, out: Path, minutes: float = MINUTES) -> list[str]:
+def _args(prom_port: int, out: Path, start: float, end: float) -> list[str]:
+    """The renderer's arguments for the range [start, end], its end given: the same arguments
+    ask Prometheus the same queries at the same evaluation times (start + k * step)."""
     return ["--prometheus", f"http://127.0.0.1:{prom_port}", "--out", str(out),
-            "--minutes", f"{minutes:.3f}"]
+            "--end", repr(end), "--minutes", repr((end - start) / 60)]
 
 
 def _by_title(got: dr.Collected) -> dict[str, dict[str, dq.Target]]:
     return {p.title: {t.ref: t for t in p.targets} for p in got.panels}
 
 
-def _missing(prom_port: int, worker: Worker, out: Path) -> list[str]:
-    """What the dashboard does not show yet (empty: everything is there)."""
+def _missing(worker: Worker, args: list[str]) -> list[str]:
+    """What the dashboard does not show yet over the range of `args` (empty: everything is
+    there)."""
     assert worker.alive(), f"worker exited:\n{worker.log()}"
-    got = dr.collect(dr.parser().parse_args(_args(prom_port, out)))
+    got = dr.collect(dr.parser().parse_args(args))
     missing = [f"{p.title} {t.ref}" for p in got.panels for t in p.targets
                if dr.finite_max(t) is None]
     panels = _by_title(got)
@@ -172,15 +177,22 @@ def test_every_panel_renders_real_series(
                  detail=worker.log)
         _populate(broker.bootstrap, worker)
         missing: list[str] = []
+        shown_until = [0.0]  # the end of the range where everything was shown
 
         def shown() -> bool:
-            missing[:] = _missing(port, worker, tmp_path / "unused")
+            shown_until[0] = time.time()
+            args = _args(port, tmp_path / "unused", scraped_since - LEAD, shown_until[0])
+            missing[:] = _missing(worker, args)
             return not missing
 
         wait_for(shown, 120, "every dashboard query to return data (rejections, rounds, a "
                  "renewed budget)", interval=1.0, detail=lambda: f"missing: {missing}")
+        # the render of that very range: the same evaluation times as the check that saw
+        # everything (a later end moves them, and a series whose first rate was the check's
+        # last point, e.g. the release lag first observed at the budget's renewal, the check's
+        # last wait, can fall between two of them: no finite point)
         out = tmp_path / "render"
-        assert dr.main(_args(port, out, (time.time() - scraped_since) / 60 + 0.05)) == 0
+        assert dr.main(_args(port, out, scraped_since - LEAD, shown_until[0])) == 0
 
     summary = json.loads((out / "summary.json").read_text())
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
