@@ -36,8 +36,10 @@ release tick adds at most 1 s to "next release"). Per (broker, store, N):
    at once, when its releaser is ready).
 
 Brokers: noida-db (correct log-end offsets: Faust's recovery works with the default producer
-batching) and tansu (in memory; its ListOffsets defect needs ``producer_max_batch_size=1``, one
-changelog record per produce request: slow at scale, so N is capped there, ``--tansu-max``).
+batching), tansu (in memory; its ListOffsets defect needs ``producer_max_batch_size=1``, one
+changelog record per produce request: slow at scale, so N is capped there, ``--tansu-max``) and
+Apache Kafka 2.3.0 (``--brokers kafka``; tests/kafka_broker.py, unpacked by
+``bash scripts/kafka-dist.sh``; none of tansu's workarounds).
 SIGKILL rows are on tansu only: noida-db 0.2.3 never expires the killed member, so the restarted
 worker rejoins its group every session timeout and is never assigned (skipped, with a line).
 """
@@ -72,6 +74,9 @@ SETTINGS: dict[str, Any] = {
     "auto_join": "true", "groups": ["g"], "log_level": "info",
 }
 TANSU_EXACT = {"producer_max_batch_size": "1", "producer_linger_seconds": "0"}
+# Apache Kafka needs none of tansu's workarounds (bench.harness.TANSU_KNOBS): the worker's own
+# rebalance timeout and fetch wait; the session timeout stays at Kafka's minimum, 6 s
+KAFKA_DEFAULTS = {"broker_rebalance_timeout": "60", "consumer_fetch_max_wait_seconds": "1.5"}
 HEADERS = ("broker", "store", "stop", "users", "load s", "load users/s", "RSS B/user loaded",
            "RSS B/user restored", "disk B/user", "restart -> /metrics s",
            "-> report counted s", "-> next release s", "worst timer drift s", "timer",
@@ -123,7 +128,8 @@ def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> 
 
 
 class Broker:
-    """noida-db or tansu on loopback, in its own directory."""
+    """noida-db, tansu or Apache Kafka (tests/kafka_broker.py: ``bash scripts/kafka-dist.sh``
+    first) on loopback, in its own directory."""
 
     def __init__(self, kind: str, workdir: Path) -> None:
         self.kind = kind
@@ -133,6 +139,10 @@ class Broker:
             self.impl: Any = NoidaBroker(workdir / "noida", workdir / "noida.log")
             (workdir / "noida").mkdir()
             self.impl.start()
+        elif kind == "kafka":
+            from tests.kafka_broker import KafkaBroker
+
+            self.impl = KafkaBroker(workdir / "kafka").start()
         else:
             self.impl = EmbeddedBroker(log_path=workdir / "tansu.log").__enter__()
 
@@ -145,7 +155,7 @@ class Broker:
         return str(self.impl.bootstrap)
 
     def stop(self) -> None:
-        if self.kind == "noida":
+        if self.kind in ("noida", "kafka"):
             self.impl.stop()
         else:
             self.impl.__exit__(None, None, None)
@@ -245,7 +255,8 @@ def run_settings(kind: str, bootstrap: str, topic: str, outputs: dict[str, str],
                                           **{name: 1 for name in outputs.values()}}))
     return {**SETTINGS, "topic_reports": topic, "topic_membership": topic,
             **{f"topic_{k}": v for k, v in outputs.items()},
-            **(TANSU_EXACT if kind == "tansu" else {}), **more}
+            **(TANSU_EXACT if kind == "tansu" else {}),
+            **(KAFKA_DEFAULTS if kind == "kafka" else {}), **more}
 
 
 def tear_down(broker: Broker, workdir: Path, keep: Path | None, prefix: str) -> None:
@@ -361,7 +372,7 @@ def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
     old = [r for r in old if len(r) == len(HEADERS)]  # (rows of other columns: dropped)
     keyed = {tuple(r[:4]): r for r in old}
     keyed.update({tuple(r[:4]): r for r in rows})
-    order = {"noida": 0, "tansu": 1}
+    order = {"kafka": 0, "noida": 1, "tansu": 2}
     return sorted(keyed.values(), key=lambda r: (order.get(str(r[0]), 2), float(str(r[3])),
                                                  str(r[1]), str(r[2])))
 
@@ -369,7 +380,8 @@ def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = _common.parser(NAME, __doc__.split("\n\n")[0] if __doc__ else NAME)
     p.add_argument("--users", type=float, nargs="+", default=[1e5, 1e6])
-    p.add_argument("--brokers", nargs="+", default=["noida", "tansu"], choices=["noida", "tansu"])
+    p.add_argument("--brokers", nargs="+", default=["noida", "tansu"],
+                   choices=["kafka", "noida", "tansu"])
     p.add_argument("--stores", nargs="+", default=["rocksdb", "memory"],
                    choices=["rocksdb", "memory"])
     p.add_argument("--tansu-max", type=float, default=1e5,
