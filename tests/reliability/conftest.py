@@ -5,8 +5,10 @@
 in xdist_group("kafka"), so that one process (and one Kafka) runs every Kafka test. A test that
 runs on some of them only narrows it with harness.KAFKA / harness.TANSU:
 `@pytest.mark.parametrize("each_broker", [KAFKA], indirect=True)`, or with its other
-parameters in one list of (store, broker) pairs. Workers get the broker's settings from
-`harness.compat_for(broker)`.
+parameters in one list of (store, broker) pairs (`harness.on_brokers`, which marks each Kafka
+pair). A module with an xdist group of its own cannot hold a Kafka case (xdist joins the names:
+its Kafka case would run in another group, beside another Kafka). Workers get the broker's
+settings from `harness.compat_for(broker)`.
 """
 
 from __future__ import annotations

@@ -65,9 +65,21 @@ KAFKA_COMPAT = {
 
 # The brokers of `each_broker` (tests/reliability/conftest.py), as pytest parameters: Kafka's
 # cases in xdist_group("kafka"), one process and one Kafka for them all.
+# (xdist joins every group an item is marked with: a module with a group of its own puts its
+# Kafka cases in another group, and another process starts another Kafka; a parameter list of
+# tuples carries the mark on each tuple: `on_brokers`)
+KAFKA_GROUP = pytest.mark.xdist_group("kafka")
 TANSU = pytest.param("tansu", id="tansu")
-KAFKA = pytest.param("kafka", id="kafka", marks=pytest.mark.xdist_group("kafka"))
+KAFKA = pytest.param("kafka", id="kafka", marks=KAFKA_GROUP)
 BROKERS = (TANSU, KAFKA)
+
+
+def on_brokers(*cases: tuple[str, str]) -> list[Any]:
+    """(store, broker) pairs as the parameters of ("store", "each_broker") with
+    ``indirect=["each_broker"]``, each Kafka pair in xdist_group("kafka"); ids "memory-kafka"."""
+    return [pytest.param(store, broker, id=f"{store.split(':')[0]}-{broker}",
+                         marks=KAFKA_GROUP if broker == "kafka" else ())
+            for store, broker in cases]
 
 
 class Broker(Protocol):

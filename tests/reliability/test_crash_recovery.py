@@ -21,10 +21,8 @@ from stream_app.demo.broker import EmbeddedBroker
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
-    KAFKA,
     PROBE_SETTINGS,
     STORES,
-    TANSU,
     Broker,
     Topics,
     Worker,
@@ -35,6 +33,7 @@ from tests.reliability.harness import (
     laplace_bound,
     new_topics,
     not_probes,
+    on_brokers,
     owns_input,
     produce_raw,
     read_all_json,
@@ -185,9 +184,9 @@ def test_sigkill_mid_stream_then_restart(each_broker: Broker, tmp_path: Path,
 @pytest.mark.slow
 # on Kafka the memory store (the survivor restores the dead worker's users from the changelog):
 # RocksDB with standbys is test_standby_failover.py's and test_takeover_input.py's
-@pytest.mark.parametrize(("store", "each_broker"), [
-    ("memory://", TANSU), ("rocksdb://", TANSU), ("memory://", KAFKA),
-], ids=["memory-tansu", "rocksdb-tansu", "memory-kafka"], indirect=["each_broker"])
+@pytest.mark.parametrize(("store", "each_broker"), on_brokers(
+    ("memory://", "tansu"), ("rocksdb://", "tansu"), ("memory://", "kafka")),
+    indirect=["each_broker"])
 def test_two_workers_one_killed_survivor_takes_over(each_broker: Broker,
                                                     tmp_path: Path, store: str) -> None:
     broker = each_broker

@@ -23,17 +23,14 @@ from stream_app.kafka.partitioning import partition_for
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     REPO,
-    Broker,
     Topics,
     Worker,
-    compat_for,
     laplace_bound,
     membership,
     new_topics,
     read_json,
     report,
     users_changelog,
-    wait_consumed,
     wait_counted,
     wait_ready,
     wait_until,
@@ -119,44 +116,6 @@ def test_one_file_joins_then_reports_through_send(broker_module: EmbeddedBroker,
     finally:
         for w in workers:
             w.stop()
-
-
-def test_the_examples_walk_has_the_outcomes_examples_local_md_states(each_broker: Broker,
-                                                                    tmp_path: Path) -> None:
-    """examples/events.jsonl sent twice with `pufferfish send`, two topics (examples/local.md):
-    the first send applies 3 joins, 4 reports and bob's leave (his report, sent before the
-    leave, applied first), the sum is alice's 4 + carol's 1 = 5; the second dead-letters six
-    of its eight lines (alice's and carol's joins already_present, the four reports
-    duplicate_report) while bob joins and leaves again. On Kafka too (issue 44 saw 3 reports,
-    then 5 dead letters, once)."""
-    broker, topics = each_broker, new_topics(each_broker.bootstrap, 4)
-    env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS,
-                     compat=compat_for(broker))
-    worker = Worker(env, tmp_path, "walk").start()
-    applied: list[dict[str, float | None]] = []
-    try:
-        wait_ready(worker)
-        for sends in (1, 2):
-            sent = subprocess.run([sys.executable, "-m", "stream_app", "send",
-                                   str(REPO / "examples" / "events.jsonl")], env=env, cwd=REPO,
-                                  capture_output=True, text=True, timeout=120)
-            assert sent.returncode == 0, sent.stderr
-            wait_consumed(worker, "membership", 4 if sends == 1 else 6)
-            settle_on(broker.bootstrap, topics, 5.0, [worker])
-            if sends == 2:
-                wait_until(lambda: len(dead_letters(broker.bootstrap, topics)) >= 6, 60,
-                           "the second send's dead letters", 0.5, worker)
-            applied.append({kind: worker.metric("pufferfish_events_applied_total",
-                                                {"kind": kind})
-                            for kind in ("report", "membership")})
-        ignored = worker.metric("pufferfish_events_ignored_total", {"reason": "late_after_leave"})
-        letters = dead_letters(broker.bootstrap, topics)
-    finally:
-        worker.stop()
-    assert applied == [{"report": 4, "membership": 4}, {"report": 4, "membership": 6}]
-    assert ignored == 0
-    assert sorted((d["reason"], d["source_topic"]) for d in letters) == sorted(
-        [("already_present", topics.membership)] * 2 + [("duplicate_report", topics.reports)] * 4)
 
 
 @pytest.mark.slow

@@ -20,10 +20,8 @@ import pytest
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
-    KAFKA,
     PROBE_RAW,
     PROBE_SETTINGS,
-    TANSU,
     Broker,
     Worker,
     _read_keyed,
@@ -31,6 +29,7 @@ from tests.reliability.harness import (
     check_journal,
     compat_for,
     new_topics,
+    on_brokers,
     owns_input,
     produce_raw,
     read_all_json,
@@ -63,9 +62,9 @@ def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, 
 
 @pytest.mark.timeout(300)
 @pytest.mark.slow
-@pytest.mark.parametrize(("store", "each_broker"), [
-    ("memory://", TANSU), ("rocksdb://", TANSU), ("rocksdb://", KAFKA),
-], ids=["memory-tansu", "rocksdb-tansu", "rocksdb-kafka"], indirect=["each_broker"])
+@pytest.mark.parametrize(("store", "each_broker"), on_brokers(
+    ("memory://", "tansu"), ("rocksdb://", "tansu"), ("rocksdb://", "kafka")),
+    indirect=["each_broker"])
 def test_join_and_leave_mid_stream_lose_and_double_nothing(
     each_broker: Broker, tmp_path: Path, store: str
 ) -> None:
