@@ -1,7 +1,8 @@
 """Failover with standby replicas (``python -m bench recovery --failover N``): on tansu
-(``producer_max_batch_size=1``); noida-db 0.2.3's group never settled with two members here
-(OffsetCommit "IllegalGeneration", a member rejoining for good: its known defect,
-../shared/kafka.md), ``--brokers noida`` tries it anyway. Two workers on
+(``producer_max_batch_size=1``), or on Apache Kafka (``--brokers kafka``: Kafka's producer and
+fetch defaults, the session timeout at its 6 s minimum); noida-db 0.2.3's group never settled
+with two members here (OffsetCommit "IllegalGeneration", a member rejoining for good: its known
+defect, ../shared/kafka.md), ``--brokers noida`` tries it anyway. Two workers on
 RocksDB with ``table_standby_replicas = 1`` share N users (one report each, 4 partitions); once
 the users changelog holds one record per user (the input is durable: a kill earlier makes the
 survivor replay input, at-least-once, and its first releases count fewer users) and a release

@@ -88,7 +88,11 @@ def offer(
     return sent, marker_times
 
 
-async def read_releases(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+async def read_releases(bootstrap: str, topic: str, most: float = 1.0) -> list[dict[str, Any]]:
+    """The releases so far: to the end offset of the moment, then until 1 s passes without a
+    new one, or `most` seconds past that end (a releaser publishing every second on Kafka is
+    never quiet for a second; tansu's end offset is its last batch's start, whose record the
+    extra time brings)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 isolation_level=ISOLATION_LEVEL)
@@ -98,12 +102,18 @@ async def read_releases(bootstrap: str, topic: str) -> list[dict[str, Any]]:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
         quiet_since = time.monotonic()
+        caught_at: float | None = None
         while time.monotonic() - quiet_since < 1.0:
             batch = await consumer.getmany(tp, timeout_ms=300)
             for rec in batch.get(tp, []):
                 out.append(json.loads(rec.value))
                 quiet_since = time.monotonic()
+            if caught_at is None and await consumer.position(tp) >= end:
+                caught_at = time.monotonic()
+            if caught_at is not None and time.monotonic() - caught_at >= most:
+                break
     finally:
         await consumer.stop()
     return out

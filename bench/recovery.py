@@ -36,8 +36,10 @@ release tick adds at most 1 s to "next release"). Per (broker, store, N):
    at once, when its releaser is ready).
 
 Brokers: noida-db (correct log-end offsets: Faust's recovery works with the default producer
-batching) and tansu (in memory; its ListOffsets defect needs ``producer_max_batch_size=1``, one
-changelog record per produce request: slow at scale, so N is capped there, ``--tansu-max``).
+batching), tansu (in memory; its ListOffsets defect needs ``producer_max_batch_size=1``, one
+changelog record per produce request: slow at scale, so N is capped there, ``--tansu-max``) and
+Apache Kafka 2.3.0 (``--brokers kafka``; tests/kafka_broker.py, unpacked by
+``bash scripts/kafka-dist.sh``; none of tansu's workarounds).
 SIGKILL rows are on tansu only: noida-db 0.2.3 never expires the killed member, so the restarted
 worker rejoins its group every session timeout and is never assigned (skipped, with a line).
 """
@@ -266,7 +268,7 @@ def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
     old = [r for r in old if len(r) == len(HEADERS)]  # (rows of other columns: dropped)
     keyed = {tuple(r[:4]): r for r in old}
     keyed.update({tuple(r[:4]): r for r in rows})
-    order = {"noida": 0, "tansu": 1}
+    order = {"kafka": 0, "noida": 1, "tansu": 2}
     return sorted(keyed.values(), key=lambda r: (order.get(str(r[0]), 2), float(str(r[3])),
                                                  str(r[1]), str(r[2])))
 
@@ -274,7 +276,8 @@ def merged(path: Path, rows: list[list[object]]) -> list[list[object]]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = _common.parser(NAME, __doc__.split("\n\n")[0] if __doc__ else NAME)
     p.add_argument("--users", type=float, nargs="+", default=[1e5, 1e6])
-    p.add_argument("--brokers", nargs="+", default=["noida", "tansu"], choices=["noida", "tansu"])
+    p.add_argument("--brokers", nargs="+", default=["noida", "tansu"],
+                   choices=["kafka", "noida", "tansu"])
     p.add_argument("--stores", nargs="+", default=["rocksdb", "memory"],
                    choices=["rocksdb", "memory"])
     p.add_argument("--tansu-max", type=float, default=1e5,

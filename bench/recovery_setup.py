@@ -30,6 +30,9 @@ SETTINGS: dict[str, Any] = {
     "auto_join": "true", "groups": ["g"], "log_level": "info",
 }
 TANSU_EXACT = {"producer_max_batch_size": "1", "producer_linger_seconds": "0"}
+# Apache Kafka needs none of tansu's workarounds (bench.harness.TANSU_KNOBS): the worker's own
+# rebalance timeout and fetch wait; the session timeout stays at Kafka's minimum, 6 s
+KAFKA_DEFAULTS = {"broker_rebalance_timeout": "60", "consumer_fetch_max_wait_seconds": "1.5"}
 
 
 def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> int:
@@ -59,7 +62,8 @@ def produce_users(bootstrap: str, topic: str, first: int, n: int, seed: int) -> 
 
 
 class Broker:
-    """noida-db or tansu on loopback, in its own directory."""
+    """noida-db, tansu or Apache Kafka (tests/kafka_broker.py: ``bash scripts/kafka-dist.sh``
+    first) on loopback, in its own directory."""
 
     def __init__(self, kind: str, workdir: Path) -> None:
         self.kind = kind
@@ -69,6 +73,10 @@ class Broker:
             self.impl: Any = NoidaBroker(workdir / "noida", workdir / "noida.log")
             (workdir / "noida").mkdir()
             self.impl.start()
+        elif kind == "kafka":
+            from tests.kafka_broker import KafkaBroker
+
+            self.impl = KafkaBroker(workdir / "kafka").start()
         else:
             self.impl = EmbeddedBroker(log_path=workdir / "tansu.log").__enter__()
 
@@ -81,7 +89,7 @@ class Broker:
         return str(self.impl.bootstrap)
 
     def stop(self) -> None:
-        if self.kind == "noida":
+        if self.kind in ("noida", "kafka"):
             self.impl.stop()
         else:
             self.impl.__exit__(None, None, None)
@@ -100,7 +108,8 @@ def run_settings(kind: str, bootstrap: str, topic: str, outputs: dict[str, str],
                                           **{name: 1 for name in outputs.values()}}))
     return {**SETTINGS, "topic_reports": topic, "topic_membership": topic,
             **{f"topic_{k}": v for k, v in outputs.items()},
-            **(TANSU_EXACT if kind == "tansu" else {}), **more}
+            **(TANSU_EXACT if kind == "tansu" else {}),
+            **(KAFKA_DEFAULTS if kind == "kafka" else {}), **more}
 
 
 def tear_down(broker: Broker, workdir: Path, keep: Path | None, prefix: str) -> None:

@@ -3,7 +3,10 @@
 Each line is a report or a membership event (stream_app.tools.lines); the record goes to
 ``topic_reports`` or ``topic_membership`` with key = ``user_id`` and, explicitly, partition =
 murmur2(key) mod the topic's partition count read from the broker (the partitioning contract,
-docs/design.md), and a timestamp that keeps the file's order across the two topics
+docs/design.md). A user's records keep the file's order across the two topics: a record waits
+until the same user's records already sent to the other topic are acknowledged
+(``Run.after_other_topic``: the worker hands a record over after every record of the partner
+partition acknowledged before it was produced), and is stamped no earlier than them
 (``Run.stamp``). The client is the worker's: same settings, bootstrap, SASL/TLS options.
 
 Output: a bad line is one line on stderr (its number and why) and is skipped; at the end ONE
@@ -88,6 +91,8 @@ class Run:
         self.started = False  # the producer started: a summary is due
         self.progress_at = time.monotonic()
         self._last_ms = self._last_report_ms = 0
+        # per user (key): the topic of its records not acknowledged yet, and their futures
+        self._unacked: dict[bytes, tuple[str, set[asyncio.Future[Any]]]] = {}
 
     def stamp(self, topic: str) -> int:
         """The record's CreateTime (ms): never earlier than the one before, and a membership
@@ -101,6 +106,40 @@ class Run:
             ms = self._last_report_ms + 1
         self._last_ms = ms
         return ms
+
+    async def after_other_topic(self, key: bytes, topic: str) -> None:
+        """Wait until the user's records sent to the other input topic are acknowledged.
+
+        The worker merges the two topics by timestamp, but it can only merge what it has
+        fetched: two records produced together, one per topic, are appended to their partitions
+        independently, and Apache Kafka served a fetch with a leave appended and its user's
+        report, stamped earlier, not yet (examples/events.jsonl sent twice: bob's report
+        ignored as ``late_after_leave``, 5 dead letters instead of 6; issue 44). What the worker
+        orders is a record acknowledged before the partner's record is produced
+        (docs/design.md, "The gate"): so a user's record to one topic waits for the user's
+        records in flight to the other. Files that send all joins, then all reports, wait at
+        most once per user."""
+        entry = self._unacked.get(key)
+        if entry is None or entry[0] == topic:
+            return
+        _, pending = await asyncio.wait(set(entry[1]), timeout=self.timeout)
+        if pending:
+            raise common.broker_error(self.settings, f"{len(pending)} records not acknowledged:"
+                                      f" no answer in {self.timeout:g} s from", "send")
+
+    def _track(self, key: bytes, topic: str, fut: asyncio.Future[Any]) -> None:
+        entry = self._unacked.get(key)
+        if entry is None or entry[0] != topic:
+            entry = self._unacked[key] = (topic, set())
+        futures = entry[1]
+        futures.add(fut)
+
+        def settled(done: asyncio.Future[Any]) -> None:
+            futures.discard(done)
+            if not futures and self._unacked.get(key) is entry:
+                del self._unacked[key]
+
+        fut.add_done_callback(settled)
 
     def say(self, message: str) -> None:
         tqdm.write(message, file=sys.stderr)
@@ -138,6 +177,7 @@ class Run:
             self.lines += 1
             topic = self.topics[record.kind]
             partition = partition_for(record.key, self.partitions[topic])
+            await self.after_other_topic(record.key, topic)
             try:
                 async with asyncio.timeout(self.timeout):
                     fut = await producer.send(topic, record.value, key=record.key,
@@ -151,6 +191,7 @@ class Run:
                                           "send") from None
             self.pending += 1
             fut.add_done_callback(self._done)
+            self._track(record.key, topic, fut)
         await self.settle()
 
     async def settle(self) -> None:

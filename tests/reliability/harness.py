@@ -19,8 +19,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from stream_app.demo.broker_admin import create_topics, topic_partitions
@@ -61,6 +62,36 @@ KAFKA_COMPAT = {
     "PUFFERFISH_BROKER_HEARTBEAT_INTERVAL": "1",
     **WORKLOAD_SETTINGS,
 }
+
+
+# The brokers of `each_broker` (tests/reliability/conftest.py), as pytest parameters: Kafka's
+# cases in xdist_group("kafka"), one process and one Kafka for them all.
+# (xdist joins every group an item is marked with: a module with a group of its own puts its
+# Kafka cases in another group, and another process starts another Kafka; a parameter list of
+# tuples carries the mark on each tuple: `on_brokers`)
+KAFKA_GROUP = pytest.mark.xdist_group("kafka")
+TANSU = pytest.param("tansu", id="tansu")
+KAFKA = pytest.param("kafka", id="kafka", marks=KAFKA_GROUP)
+BROKERS = (TANSU, KAFKA)
+
+
+def on_brokers(*cases: tuple[str, str]) -> list[Any]:
+    """(store, broker) pairs as the parameters of ("store", "each_broker") with
+    ``indirect=["each_broker"]``, each Kafka pair in xdist_group("kafka"); ids "memory-kafka"."""
+    return [pytest.param(store, broker, id=f"{store.split(':')[0]}-{broker}",
+                         marks=KAFKA_GROUP if broker == "kafka" else ())
+            for store, broker in cases]
+
+
+class Broker(Protocol):
+    """What a scenario needs of a test broker (tansu's EmbeddedBroker, KafkaBroker,
+    NoidaBroker)."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
 
 
 def compat_for(broker: object) -> dict[str, str]:
@@ -518,6 +549,43 @@ def group_members(bootstrap: str, group: str, topic: str) -> dict[str, list[int]
     return dict(asyncio.run(_group_members(bootstrap, group, topic)))
 
 
+# Probes (``owns_input``): a report from a user who never joined, on each input partition, is
+# refused at once (no grace) and told apart from the scenario's dead letters by its raw record.
+PROBE_SETTINGS = {"PUFFERFISH_JOIN_GRACE_SECONDS": "0", "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true"}
+PROBE_RAW = '{"user_id": "probe-'
+
+
+def probe_keys(partitions: int) -> dict[int, str]:
+    """One never-joined user per input partition."""
+    from stream_app.kafka.partitioning import partition_for
+
+    keys: dict[int, str] = {}
+    n = 0
+    while len(keys) < partitions:
+        key = f"probe-{n}"
+        keys.setdefault(partition_for(key.encode(), partitions), key)
+        n += 1
+    return keys
+
+
+def owns_input(bootstrap: str, topics: Topics, worker: Worker) -> bool:
+    """Probe every input partition once; True once `worker` refused a probe (it owns an input
+    partition, or did). Works on every broker (tansu's DescribeGroups cannot be decoded: see
+    ``group_members`` for Kafka); the worker needs PROBE_SETTINGS."""
+    produce_raw(bootstrap, [
+        (topics.reports, key.encode(), json.dumps(
+            {"user_id": key, "value": 0, "report_id": f"{key}-{p}", "ts": 0.0}).encode())
+        for p, key in probe_keys(topics.partitions).items()
+    ])
+    return (worker.metric("pufferfish_events_rejected_total", {"reason": "not_present"})
+            or 0) > 0
+
+
+def not_probes(deadletters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The dead letters that are not ``owns_input``'s probes."""
+    return [d for d in deadletters if not (d.get("raw") or "").startswith(PROBE_RAW)]
+
+
 def accepted_total(states: dict[str, dict[str, Any]]) -> int:
     """Accepted reports over every user's histogram (``users_changelog``'s states)."""
     return sum(sum(st.get("counts", [])) for st in states.values())
@@ -547,9 +615,14 @@ def wait_counted(bootstrap: str, topics: Topics, reports: int, worker: Worker,
                              f"{dict(reasons)}") from None
 
 
-def read_all_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Every record of `topic` up to its end (for a topic nobody writes to any more)."""
-    return [json.loads(r.value) for r in run(read_to_end(bootstrap, topic, timeout=120.0))
+def read_all_json(bootstrap: str, topic: str, most: float | None = None
+                  ) -> list[dict[str, Any]]:
+    """Every record of `topic` up to its end (for a topic nobody writes to any more). `most`:
+    for a topic still written to, at most this long past its end offsets of the moment (a
+    lower bound on the writer's progress: a topic written every half second, as the releases
+    on Kafka, may never be quiet for half a second)."""
+    return [json.loads(r.value)
+            for r in run(read_to_end(bootstrap, topic, timeout=120.0, most=most))
             if r.value is not None]
 
 
@@ -621,7 +694,8 @@ class Cluster:
         return worker
 
     def releases(self) -> list[dict[str, Any]]:
-        return read_all_json(self.bootstrap, self.topics.releases)
+        """The releases so far (to the end offsets of the moment, and at most 1 s more)."""
+        return read_all_json(self.bootstrap, self.topics.releases, most=1.0)
 
     def more_releases(self, n: int, worker: Worker) -> None:
         have = len(self.releases())

@@ -1,6 +1,6 @@
 """The broker process goes away for 20 s and comes back.
 
-- On a broker that keeps its log (noida-db, data on disk), as Kafka does: the worker must not
+- On a broker that keeps its log (Apache Kafka; noida-db, data on disk): the worker must not
   crash, must count the broker errors, and must resume where it was: the new reports are
   applied on top of the old state (exact sum), and the releases of both broker lives keep
   distinct, increasing seqs and a monotone epsilon_spent.
@@ -28,12 +28,16 @@ import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.kafka.partitioning import partition_for
+from tests.kafka_broker import KafkaBroker
 from tests.noida_broker import NoidaBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
+    KAFKA,
+    Broker,
     Topics,
     Worker,
     check_journal,
+    compat_for,
     create,
     join,
     laplace_bound,
@@ -145,10 +149,12 @@ def _last_shows(expected: int) -> Callable[[list[dict[str, Any]]], bool]:
     return lambda recs: bool(recs) and _shows(expected, recs[-1])
 
 
-def _start(tmp_path: Path, bootstrap: str, url: str) -> tuple[Topics, Worker, list[dict[str, Any]]]:
+def _start(tmp_path: Path, broker: Broker) -> tuple[Topics, Worker, list[dict[str, Any]]]:
     """A worker with 5 joined users whose reports sum to SUM_BEFORE, released once."""
+    bootstrap = broker.bootstrap
     topics = new_topics(bootstrap, PARTITIONS)
-    env = worker_env(url, topics, tmp_path / "data", EXACT_SUM_SETTINGS)
+    env = worker_env(broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS,
+                     compat=compat_for(broker))
     worker = Worker(env, tmp_path, "outage").start()
     wait_ready(worker)
     join(bootstrap, topics, worker, USERS)
@@ -184,13 +190,23 @@ def _no_traceback(worker: Worker) -> str:
     return log
 
 
+def _log_keeping_broker(kind: str, tmp_path: Path) -> NoidaBroker | KafkaBroker:
+    """A broker of its own (the test stops it): noida-db, or Apache Kafka with its ZooKeeper
+    (both restart on the same port with their log)."""
+    if kind == "kafka":
+        return KafkaBroker(tmp_path / "kafka").start()
+    return NoidaBroker(tmp_path / "noida", tmp_path / "noida.log").start()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_broker_keeping_its_log_restarted_worker_resumes_exactly(tmp_path: Path) -> None:
-    broker = NoidaBroker(tmp_path / "noida", tmp_path / "noida.log").start()
+@pytest.mark.parametrize("kind", ["noida-db", KAFKA])
+def test_broker_keeping_its_log_restarted_worker_resumes_exactly(tmp_path: Path,
+                                                                 kind: str) -> None:
+    broker = _log_keeping_broker(kind, tmp_path)
     worker: Worker | None = None
     try:
-        topics, worker, life1 = _start(tmp_path, broker.bootstrap, broker.url)
+        topics, worker, life1 = _start(tmp_path, broker)
         broker.stop()
         alive, errors_before, errors_during = _outage(worker)
         broker.start()  # same port, same data directory: the log and the topics are back
@@ -208,7 +224,7 @@ def test_broker_keeping_its_log_restarted_worker_resumes_exactly(tmp_path: Path)
         broker.stop()
     _no_traceback(worker)
 
-    print(f"\nRELIABILITY broker-outage (log kept): releases before={len(life1)}, in all="
+    print(f"\nRELIABILITY broker-outage (log kept, {kind}): releases before={len(life1)}, in all="
           f"{len(releases)}, broker_errors before/during={errors_before}/{errors_during}")
     assert all(alive), alive
     assert errors_during > errors_before, "pufferfish_broker_errors_total did not move"
@@ -239,7 +255,7 @@ def test_memory_broker_restarted_empty_no_crash_no_wrong_release(tmp_path: Path)
     worker: Worker | None = None
     life2: list[dict[str, Any]] = []
     try:
-        topics, worker, life1 = _start(tmp_path, broker.bootstrap, broker.url)
+        topics, worker, life1 = _start(tmp_path, broker)
         broker.stop()
         alive, errors_before, errors_during = _outage(worker)
         # The restarted memory broker is empty: re-create the topics before the worker can

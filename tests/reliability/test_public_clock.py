@@ -23,10 +23,12 @@ from pufferfish_core.plan import learning_due
 from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
+    Broker,
     Cluster,
     Topics,
     Worker,
     check_journal,
+    compat_for,
     membership,
     new_topics,
     produce_raw,
@@ -106,14 +108,16 @@ def round_ticks(priors: list[dict[str, Any]]) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.timeout(480)
 def test_rolling_restarts_and_rebalances_keep_one_release_and_the_due_rounds_per_tick(
-    broker: EmbeddedBroker, tmp_path: Path
+    each_fresh_broker: Broker, tmp_path: Path
 ) -> None:
+    broker = each_fresh_broker
     period, learn, window = 0.5, 2.0, 20.0
     topics = new_topics(broker.bootstrap, 2)
     settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_RELEASE_PERIOD_SECONDS": str(period),
                 "PUFFERFISH_LEARN_PERIOD_SECONDS": str(learn), "PUFFERFISH_EPSILON_LEARN": "1e6",
                 "PUFFERFISH_BUDGET_WINDOW_SECONDS": str(window)}
-    cluster = Cluster(broker.url, broker.bootstrap, topics, tmp_path, settings)
+    cluster = Cluster(broker.url, broker.bootstrap, topics, tmp_path, settings,
+                      compat=compat_for(broker))
     start, releases, more_releases = cluster.start, cluster.releases, cluster.more_releases
 
     try:

@@ -11,26 +11,26 @@ records committed without reaching the agent).
 
 from __future__ import annotations
 
-import itertools
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker
-from stream_app.kafka.partitioning import partition_for
 from tests.kafka_helpers import PacedProducer
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
-    STORES,
-    Topics,
+    PROBE_RAW,
+    PROBE_SETTINGS,
+    Broker,
     Worker,
     _read_keyed,
     accepted_total,
     check_journal,
+    compat_for,
     new_topics,
+    on_brokers,
+    owns_input,
     produce_raw,
     read_all_json,
     run,
@@ -45,28 +45,6 @@ from tests.reliability.workload import Workload, histogram_mismatches
 
 pytestmark = [pytest.mark.integration]
 PARTITIONS = 4
-
-
-def _probe_keys() -> dict[int, str]:
-    """One never-joined user per input partition (their reports are dead-lettered)."""
-    keys: dict[int, str] = {}
-    for n in itertools.count():
-        key = f"probe-{n}"
-        keys.setdefault(partition_for(key.encode(), PARTITIONS), key)
-        if len(keys) == PARTITIONS:
-            return keys
-    raise AssertionError("unreachable")
-
-
-def _owns_input(bootstrap: str, topics: Topics, worker: Worker) -> bool:
-    """Probe every input partition once; True once `worker` rejected a probe (it owns one)."""
-    produce_raw(bootstrap, [
-        (topics.reports, key.encode(), json.dumps(
-            {"user_id": key, "value": 0, "report_id": f"{key}-{p}", "ts": 0.0}).encode())
-        for p, key in _probe_keys().items()
-    ])
-    return (worker.metric("pufferfish_events_rejected_total", {"reason": "not_present"})
-            or 0) > 0
 
 
 def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, Any]
@@ -84,18 +62,21 @@ def _count_history(bootstrap: str, app_id: str, wl: Workload, states: dict[str, 
 
 @pytest.mark.timeout(300)
 @pytest.mark.slow
-@pytest.mark.parametrize("store", STORES, ids=lambda s: s.split(":")[0])
+@pytest.mark.parametrize(("store", "each_broker"), on_brokers(
+    ("memory://", "tansu"), ("rocksdb://", "tansu"), ("rocksdb://", "kafka")),
+    indirect=["each_broker"])
 def test_join_and_leave_mid_stream_lose_and_double_nothing(
-    broker_module: EmbeddedBroker, tmp_path: Path, store: str
+    each_broker: Broker, tmp_path: Path, store: str
 ) -> None:
-    broker = broker_module
+    broker = each_broker
     topics = new_topics(broker.bootstrap, PARTITIONS)
     wl = Workload.make(n_users=40, per_user=100, dup_every=25, seed=23, prefix="rb")
-    # probes of users who never joined are refused at once (not held)
-    settings = {**EXACT_SUM_SETTINGS, "PUFFERFISH_JOIN_GRACE_SECONDS": "0",
-                "PUFFERFISH_DEADLETTER_INCLUDE_RAW": "true"}  # probes are told apart by raw
-    env_a = worker_env(broker.url, topics, tmp_path / "data-a", settings, store)
-    env_b = worker_env(broker.url, topics, tmp_path / "data-b", settings, store)
+    # probes of users who never joined are refused at once (not held), told apart by raw
+    settings = {**EXACT_SUM_SETTINGS, **PROBE_SETTINGS}
+    env_a = worker_env(broker.url, topics, tmp_path / "data-a", settings, store,
+                       compat_for(broker))
+    env_b = worker_env(broker.url, topics, tmp_path / "data-b", settings, store,
+                       compat_for(broker))
     wa = Worker(env_a, tmp_path, "first").start()
     wb = Worker(env_b, tmp_path, "joiner")
     chunks = wl.feed(topics, wl.reports, 40)
@@ -106,7 +87,7 @@ def test_join_and_leave_mid_stream_lose_and_double_nothing(
         with PacedProducer(broker.bootstrap, chunks, hold=len(chunks) // 3, pace=0.1) as feed:
             wait_consumed(wa, "report", 300, timeout=90)
             wb.start()  # rebalance 1: a member joins while reports arrive
-            wait_until(lambda: _owns_input(broker.bootstrap, topics, wb), 120,
+            wait_until(lambda: owns_input(broker.bootstrap, topics, wb), 120,
                        "the joiner owning an input partition", 1.0, wb)
             sent_at_join_settled = feed.sent
             assert wa.stop() == 0, wa.tail()  # rebalance 2: a member leaves, input still due
@@ -121,8 +102,7 @@ def test_join_and_leave_mid_stream_lose_and_double_nothing(
         wa.stop()
         wb.stop()
 
-    probe = '{"user_id": "probe-'
-    reasons = Counter(d["reason"] for d in deadletters if not d["raw"].startswith(probe))
+    reasons = Counter(d["reason"] for d in deadletters if not d["raw"].startswith(PROBE_RAW))
     journal = check_journal(releases)
     print(f"\nRELIABILITY rebalance: sent_reports={len(wl.reports)}, "
           f"accepted={accepted_total(states)}, deadletters={dict(reasons)}, "

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
     STORES,
+    Broker,
     Topics,
     Worker,
+    compat_for,
     new_topics,
     produce_raw,
     read_all_json,
@@ -60,12 +61,13 @@ def wait_partials_after(bootstrap: str, topics: Topics, published: int, worker: 
 @pytest.mark.slow
 @pytest.mark.parametrize("store", STORES, ids=lambda s: s.split(":")[0])
 def test_aggregates_after_a_restart_equal_those_before(
-    broker_module: EmbeddedBroker, tmp_path: Path, store: str
+    each_broker: Broker, tmp_path: Path, store: str
 ) -> None:
-    bootstrap = broker_module.bootstrap
+    bootstrap = each_broker.bootstrap
     topics = new_topics(bootstrap, 2)
     wl = Workload.make(n_users=30, per_user=4, dup_every=0, seed=3, prefix="agg")
-    env = worker_env(broker_module.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS, store)
+    env = worker_env(each_broker.url, topics, tmp_path / "data", EXACT_SUM_SETTINGS, store,
+                     compat_for(each_broker))
     worker = Worker(env, tmp_path, "first").start()
     try:
         wait_ready(worker)

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.demo.broker import EmbeddedBroker
 from tests.reliability.harness import (
     EXACT_SUM_SETTINGS,
+    Broker,
     Worker,
     changelog_records,
+    compat_for,
     laplace_bound,
     new_topics,
     produce_raw,
@@ -79,13 +80,14 @@ def logged_at(log: str, text: str) -> float:
 
 @pytest.mark.timeout(240)
 @pytest.mark.slow
-def test_survivor_with_standbys_takes_over_from_the_tail(broker_module: EmbeddedBroker,
+def test_survivor_with_standbys_takes_over_from_the_tail(each_broker: Broker,
                                                          tmp_path: Path) -> None:
-    broker = broker_module
+    broker = each_broker
     topics = new_topics(broker.bootstrap, 4)
     wl = Workload.make(n_users=400, per_user=3, dup_every=0, seed=17, prefix="sb")
     workers = [Worker(worker_env(broker.url, topics, tmp_path / f"data-{n}",
-                                 {**EXACT_SUM_SETTINGS, **STANDBY}), tmp_path, f"standby-{n}")
+                                 {**EXACT_SUM_SETTINGS, **STANDBY},
+                                 compat=compat_for(broker)), tmp_path, f"standby-{n}")
                for n in "ab"]
     try:
         for w in workers:
@@ -142,6 +144,7 @@ def test_survivor_with_standbys_takes_over_from_the_tail(broker_module: Embedded
     starts = [t for kind, t in tables if kind == "start" and len(t) == 4]
     assert highwaters and starts, tables
     replayed = sum(max(hw - starts[-1].get(p, -1), 0) for p, hw in highwaters[-1].items())
-    print(f"\nRELIABILITY standby-failover: kill -> first release {took:.1f} s, changelog "
+    print(f"\nRELIABILITY standby-failover ({type(broker).__name__}): kill -> first release "
+          f"{took:.1f} s, changelog "
           f"records replayed {replayed} of {total}")
     assert replayed < total / 4, (replayed, total, tables)

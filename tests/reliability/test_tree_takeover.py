@@ -1,5 +1,5 @@
-"""The tree mechanism across SIGKILL and rebalances (tansu, real workers): the node journal
-(``topic_tree_nodes``) holds each node once, every release after a takeover adds up the same
+"""The tree mechanism across SIGKILL and rebalances (real workers, tansu and Apache Kafka): the node
+journal (``topic_tree_nodes``) holds each node once, every release after a takeover adds up the same
 base and nodes as those before it (noisy sum - its nodes' journaled noise = the exact sum, the
 same in every release once the data is in), and a window's budget is charged once, never
 exceeded (docs/design.md, "Continual release: wiring the tree")."""
@@ -22,7 +22,9 @@ from stream_app.demo.broker import EmbeddedBroker
 from stream_app.kafka.partitioning import partition_for
 from tests.noida_broker import NoidaBroker
 from tests.reliability.harness import (
+    Broker,
     Cluster,
+    compat_for,
     membership,
     new_topics,
     produce_raw,
@@ -48,12 +50,14 @@ def tree_settings(nodes_topic: str, max_changes: int) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.timeout(480)
 def test_sigkill_and_rebalances_mid_window_continue_the_same_tree(
-    broker: EmbeddedBroker, tmp_path: Path
+    each_fresh_broker: Broker, tmp_path: Path
 ) -> None:
+    broker = each_fresh_broker
     topics = new_topics(broker.bootstrap, 2)
     nodes_topic = f"{topics.prefix}-tree-nodes"
     settings = tree_settings(nodes_topic, 2)
-    cluster = Cluster(broker.url, broker.bootstrap, topics, tmp_path, settings)
+    cluster = Cluster(broker.url, broker.bootstrap, topics, tmp_path, settings,
+                      compat=compat_for(broker))
     start, releases, more_releases = cluster.start, cluster.releases, cluster.more_releases
 
     users = [f"u{i}" for i in range(20)]
