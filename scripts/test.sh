@@ -55,8 +55,9 @@ MYPY_PID=$!
 WORKERS=${PUFFERFISH_TEST_WORKERS:-8}
 # --durations: where the wall time goes, in CI's output (tests/README.md keeps the table)
 step "python -m pytest -q -n $WORKERS --dist loadgroup --durations=30 $*"
+JUNIT=$(mktemp)
 set +e
-"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=30 "$@" </dev/null
+"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=30 --junitxml="$JUNIT" "$@" </dev/null
 status=$?
 wait "$MYPY_PID"
 mypy_status=$?
@@ -72,4 +73,7 @@ if [ "$mypy_status" -ne 0 ]; then
   echo "scripts/test.sh: mypy failed (exit $mypy_status)" >&2
   [ "$status" -ne 0 ] || status=1
 fi
+# last, so that the tail of the output names every test that did not pass (scripts/failures.py)
+if [ -s "$JUNIT" ]; then "$VENV/bin/python" scripts/failures.py "$JUNIT" || true; fi
+rm -f "$JUNIT"
 exit "$status"
