@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 from pufferfish_core import validation
 from pufferfish_core.distribution import Distribution
@@ -66,6 +65,9 @@ def distribution_presence_relaxed(p: Distribution, eps: float) -> Derivation:
     elif excess(lo) <= 0.0:  # Jensen is (numerically) tight
         root = lo
     else:
+        # imported here: scipy.optimize costs every worker and CLI start ~0.7 CPU-s otherwise
+        from scipy.optimize import brentq
+
         root = float(brentq(excess, lo, hi, xtol=1e-300, rtol=_BRENT_RTOL, maxiter=200))
     return Derivation(root, theorem)
 

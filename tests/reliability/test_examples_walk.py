@@ -9,8 +9,8 @@ producer defaults `send` had a user's report and leave in flight together, Kafka
 two topics' batches independently, and the worker handed the leave over first (the report then
 `late_after_leave`): the gate orders a record acknowledged before its partner is produced.
 Before `send` waited for a user's records to the other topic to be acknowledged
-(stream_app/tools/send.py, ``after_other_topic``), this test failed on Kafka in 2 of 2 runs, and
-a third walk by hand gave duplicate_report 3, not 4; with it, 4 of 4 runs passed.
+(stream_app/tools/user_order.py, ``after_other_topic``), this test failed on Kafka in 2 of 2
+runs, and a third walk by hand gave duplicate_report 3, not 4; with it, 4 of 4 runs passed.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import pytest
 
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.demo.broker_admin import create_topics, topic_partitions
+from stream_app.faust_adapter.runner import broker_wait
 from tests.stream_app.worker_proc import (
     REPO,
     start_worker,
@@ -91,6 +92,15 @@ def test_an_unreachable_broker_is_one_line_within_the_timeout(closed_port: int) 
     # the bound took effect: the default wait alone is 30 s (on an idle machine the whole
     # command takes about 5.6 s; under two CPU hogs and the suite up to 11 s)
     assert proc.stdout == "" and took < 25, took
+
+
+def test_the_broker_is_tried_even_when_the_start_up_used_the_timeout() -> None:
+    now = time.monotonic()
+    # the start-up took 40 s of a 30 s timeout (a busy machine): the broker still gets 10 s
+    assert broker_wait(30.0, now - 40.0) == 10.0
+    assert broker_wait(5.0, now - 40.0) == 5.0  # never more than the timeout itself
+    assert 27.9 < broker_wait(30.0, now - 2.0) <= 28.0  # otherwise what is left of it
+    assert broker_wait(30.0, None) == 30.0
 
 
 @pytest.mark.integration

@@ -1,6 +1,7 @@
-"""``pufferfish send`` stamps records so that the worker's timestamp merge of the two input
-topics (docs/design.md, "The gate": membership first at equal timestamps) keeps the file's
-order: a membership record never shares the millisecond of a report sent before it."""
+"""``pufferfish send`` stamps records (stream_app/tools/user_order.py) so that the worker's
+timestamp merge of the two input topics (docs/design.md, "The gate": membership first at equal
+timestamps) keeps the file's order: a membership record never shares the millisecond of a
+report sent before it."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from typing import Any
 import pytest
 
 from stream_app.settings import Settings
-from stream_app.tools import send
+from stream_app.tools import user_order
 
 
 def stamps(monkeypatch: pytest.MonkeyPatch, settings: Settings,
            steps: list[tuple[str, int]]) -> list[int]:
-    run = send.Run(settings, 1.0, bar=None)  # type: ignore[arg-type]
+    order = user_order.UserOrder(settings, 1.0)
     out = []
     for topic, now_ms in steps:
         clock: Any = lambda now_ms=now_ms: now_ms * 1_000_000  # noqa: E731
-        monkeypatch.setattr(send.time, "time_ns", clock)
-        out.append(run.stamp(topic))
+        monkeypatch.setattr(user_order.time, "time_ns", clock)
+        out.append(order.stamp(topic))
     return out
 
 
