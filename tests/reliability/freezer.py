@@ -2,8 +2,10 @@
 DIR...`` watches the data directories with inotify (Linux, through ctypes) and SIGSTOPs the
 process group of the first worker that creates a release intent's tmp file there
 (``release-state-<topic>.json.<pid>.<thread>.tmp``, stream_app/release/local_state.py: written
-after the journal fence and the draw, before the send). It prints ``armed`` once the watches
-are in place, then ``stopped <pid> <dir> <name>`` and exits.
+after the journal fence and the draw, before the send). The stop counts only if the tmp file is
+still there once the process is stopped (not yet renamed: the send has not happened); else the
+process is resumed and the next intent awaited. It prints ``armed`` once the watches are in
+place, then ``stopped <pid> <dir> <name> missed=<stops that came too late>`` and exits.
 
 A process of its own, blocked in read(2): it wakes within microseconds of the create, where a
 thread of the test process would wait for the GIL (the window between the intent and the send
@@ -36,6 +38,7 @@ def main(dirs: list[str]) -> int:
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {d}")
         watched[wd] = d
     print("armed", flush=True)
+    missed = 0
     while True:
         data = os.read(fd, 64 * 1024)
         at = 0
@@ -47,7 +50,13 @@ def main(dirs: list[str]) -> int:
             if mask & IN_CREATE and found:
                 pid = int(found.group(1))
                 os.killpg(pid, signal.SIGSTOP)
-                print(f"stopped {pid} {watched[wd]} {name}", flush=True)
+                if not os.path.exists(os.path.join(watched[wd], name)):
+                    # renamed before the stop landed (a busy machine): past the window, maybe
+                    # past the send; let it go and wait for its next intent
+                    os.killpg(pid, signal.SIGCONT)
+                    missed += 1
+                    continue
+                print(f"stopped {pid} {watched[wd]} {name} missed={missed}", flush=True)
                 return 0
 
 
