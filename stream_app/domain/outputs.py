@@ -71,6 +71,16 @@ class Release(Wire):
         default=None, ge=0, description="tree: w, the public bound on how often one user's "
         "contribution may change per window (later changes wait for the next window); null "
         "for independent releases.")
+    noise_sd: float | None = Field(
+        default=None, ge=0, description="Standard deviation of the noise in noisy_sum: the "
+        "discrete Laplace sd of scale theta on the 2^grid_log2 grid times the square root of "
+        "the draws it adds (1; tree: the ids in nodes, so it differs per window_tick). A "
+        "function of theta, the grid and nodes only. Null in records older than this field.")
+    ci95_half_width: float | None = Field(
+        default=None, ge=0, description="noisy_sum +- this covers the exact sum with "
+        "probability at least 95 % (exact tail of the sum of the draws' Laplace laws plus one "
+        "grid step per draw: never narrower than the discrete noise's own 95 % interval). A "
+        "function of theta, the grid and nodes only. Null in records older than this field.")
 
 
 class PriorsRecord(Wire):

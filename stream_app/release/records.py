@@ -51,10 +51,12 @@ def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: 
     """``tree``: the tick's tree (tree mode): theta is its node scale, ``priors_seq`` the round
     whose laws calibrated it (the one in force when the window opened, not a round learned
     since), and the record names the draws it adds (all functions of the settings, the clock
-    and the published laws)."""
+    and the published laws), and so is its error bar (``noise_sd``, ``ci95_half_width``: of
+    the draws it adds, core/error_bars.py)."""
     fields: dict[str, Any] = {} if tree is None or tree.drawn is None else dict(
         mechanism="tree", window_tick=tree.window_tick, nodes=list(tree.drawn.nodes),
         arity=tree.mechanism.shape.arity, max_changes_per_window=tree.mechanism.max_changes)
+    bar = plan.error_bar() if tree is None else tree.mechanism.error_bar_at(tree.window_tick)
     return Release(
         seq=seq, ts=now, noisy_sum=noisy,
         theta=plan.theta if tree is None else tree.mechanism.scale,
@@ -65,7 +67,8 @@ def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: 
         binding_group=plan.binding_group,
         priors_seq=priors_seq if tree is None else tree.priors_seq, charge=charge,
         window=facts.window, tick=facts.tick, learning_rounds=facts.learning_rounds,
-        failure_probability=facts.failure_probability, **fields,
+        failure_probability=facts.failure_probability, noise_sd=bar.noise_sd,
+        ci95_half_width=bar.ci95_half_width, **fields,
     )
 
 

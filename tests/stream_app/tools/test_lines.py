@@ -110,6 +110,10 @@ def test_tail_lines() -> None:
         "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 charge=0 epsilon_spent=3/100 "
         "priors_seq=0 window=7 mechanism=tree window_tick=5 nodes=base,0.4 arity=2 "
         "max_changes_per_window=4")
+    barred = json.dumps({**release, "noise_sd": 2.8284, "ci95_half_width": 5.99146}).encode()
+    assert tail.render("releases", barred, as_json=False) == (
+        "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 ± 5.991 noise_sd=2.828 charge=1 "
+        "epsilon_spent=3/100 priors_seq=0 window=7")
     priors = {"seq": 2, "ts": 1.0, "group": "g1", "support": [0, 1], "probs": [0.25, 0.75],
               "epsilon_learn": 0.1, "epsilon_spent": 0.2, "radius": 0.5, "status": "learned",
               "tick": 77}
