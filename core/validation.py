@@ -484,6 +484,16 @@ def finite_theta(value: float, message: str) -> float:
     return value
 
 
+def group_theta(value: float, group: str) -> float:
+    """A per-group sum's theta (core/group_plan.py): positive, else that group's exact sum
+    would be published."""
+    if not value > 0:
+        raise PufferfishInputError(
+            "release_by_group", f"group {group!r}: no configured pair needs noise on its sum "
+            "(theta 0): its exact sum would be published; add a pair that protects it")
+    return value
+
+
 BUDGET_KEYS = ("total", "total_exact", "spent", "spent_exact", "releases", "charges")
 
 
