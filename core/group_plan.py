@@ -119,6 +119,7 @@ def group_release_plan(
     """theta_g and kappa_g for every group (module docstring); a group whose sum would need no
     noise (theta_g 0: its exact sum would be published) is a PufferfishInputError."""
     epsilon = validation.epsilon(epsilon)
+    validation.count_grid(validation.grid_log2(grid_log2))
     kinds = [k for k in PairKind if k in set(pairs)]
     validation.non_empty(kinds, "pairs")
     radii = validation.group_radii(laws, radii)

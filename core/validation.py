@@ -494,6 +494,16 @@ def group_theta(value: float, group: str) -> float:
     return value
 
 
+def count_grid(grid_log2: int) -> int:
+    """The grid of a per-group release (core/group_plan.py): its noisy counts are integers
+    plus noise on the 2**grid_log2 grid, so 1 must be on it (grid_log2 <= 0)."""
+    if grid_log2 > 0:
+        raise PufferfishInputError(
+            "release_by_group", f"the counts are integers on the noise grid 2**{grid_log2}, "
+            "which does not hold 1: use grid_log2 <= 0")
+    return grid_log2
+
+
 BUDGET_KEYS = ("total", "total_exact", "spent", "spent_exact", "releases", "charges")
 
 

@@ -10,7 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from pufferfish_core.error_bars import ErrorBar, error_bar, laplace_sum_quantile, laplace_sum_tail
+from pufferfish_core.error_bars import (
+    ErrorBar,
+    error_bar,
+    laplace_mix_quantile,
+    laplace_mix_tail,
+    laplace_sum_quantile,
+    laplace_sum_tail,
+    mixed_error_bar,
+)
 from pufferfish_core.errors import PufferfishInputError
 from tests.oracles import discrete_laplace_pmf, release_noise_sd
 
@@ -93,3 +101,68 @@ def test_theta_zero_and_bad_inputs() -> None:
         error_bar(1.0, -10, 0)
     with pytest.raises(PufferfishInputError, match="theta"):
         error_bar(-1.0, -10, 1)
+
+
+# --- draws of different scales (release_by_group: the total of the groups' noisy sums) ------
+def two_scale_tail(x: float, t1: float, t2: float) -> float:
+    """Pr[|t1 L1 + t2 L2| > x], t1 != t2, by partial fractions of the characteristic function
+    1/((1 + t1^2 s^2)(1 + t2^2 s^2)) = A1/(1 + t1^2 s^2) + A2/(1 + t2^2 s^2): a signed mixture
+    of two Laplace laws, each with tail e^(-x/t)."""
+    a1, a2 = t1 * t1 / (t1 * t1 - t2 * t2), t2 * t2 / (t2 * t2 - t1 * t1)
+    return a1 * math.exp(-x / t1) + a2 * math.exp(-x / t2)
+
+
+@pytest.mark.parametrize("t1,t2", [(3.0, 1.0), (9.4, 0.3), (2.0, 1.9)])
+def test_mixed_tail_and_quantile_against_partial_fractions(t1: float, t2: float) -> None:
+    for x in (0.4, 3.0, 11.0, 40.0):
+        tail, err = laplace_mix_tail(x, [t1, t2])
+        assert tail == pytest.approx(two_scale_tail(x, t1, t2), abs=1e-10)
+        assert err < 1e-9
+    expected = bisect(lambda x: two_scale_tail(x, t1, t2), 0.0, 500.0)
+    got = laplace_mix_quantile([t1, t2])
+    assert expected * (1 - 1e-12) <= got <= expected * (1 + 1e-5)
+
+
+def test_mixed_quantile_of_equal_scales_is_the_closed_form() -> None:
+    assert laplace_mix_quantile([2.5, 2.5, 2.5]) == pytest.approx(
+        2.5 * laplace_sum_quantile(3), rel=1e-12)
+    tail, _ = laplace_mix_tail(2.5 * 4.0, [2.5, 2.5, 2.5])  # the integral agrees with it too
+    assert tail == pytest.approx(laplace_sum_tail(4.0, 3), abs=1e-10)
+
+
+def test_mixed_quantile_lies_between_the_largest_alone_and_its_peakedness_bound() -> None:
+    thetas = [65.0, 2.0, 3.0, 2.5, 1.0]
+    got = laplace_mix_quantile(thetas)
+    assert 65.0 * math.log(20) < got < 65.0 * laplace_sum_quantile(5)
+
+
+@pytest.mark.parametrize("thetas,grid_log2", [([3.0, 0.7], 0), ([12.5, 2.0, 5.0], 0),
+                                              ([2.0, 0.5], -3)])
+def test_mixed_error_bar_sd_and_coverage_of_the_discrete_sum(thetas: list[float],
+                                                             grid_log2: int) -> None:
+    """sd by the summed pmfs; coverage >= 95 % by exact convolution of the discrete pmfs, and
+    no wider than the discrete quantile plus 2 grid units per draw."""
+    g = 2.0 ** grid_log2
+    bar = mixed_error_bar(thetas, grid_log2)
+    assert bar.noise_sd == pytest.approx(
+        math.sqrt(sum(release_noise_sd(t, g, 1) ** 2 for t in thetas)), rel=1e-12)
+    total = pmf(thetas[0], grid_log2)
+    for t in thetas[1:]:
+        total = np.convolve(total, pmf(t, grid_log2))
+    centre = total.size // 2
+
+    def coverage(units: int) -> float:
+        return float(total[centre - units: centre + units + 1].sum())
+
+    assert coverage(math.floor(bar.ci95_half_width / g + 1e-9)) >= 0.95
+    exact = 0
+    while coverage(exact) < 0.95:
+        exact += 1
+    assert bar.ci95_half_width / g <= exact + 2 * len(thetas) + 1e-9
+
+
+def test_mixed_error_bar_refuses_no_draws_and_zero_scales() -> None:
+    with pytest.raises(PufferfishInputError, match="thetas"):
+        mixed_error_bar([], -10)
+    with pytest.raises(PufferfishInputError, match="theta"):
+        mixed_error_bar([1.0, 0.0], -10)

@@ -119,6 +119,15 @@ def test_a_group_whose_sum_needs_no_noise_is_refused() -> None:
         plan([PairKind.VALUE_CHANGE], laws={"point": Distribution.point(2.0), "wide": WIDE})
 
 
+def test_a_grid_coarser_than_one_is_refused_for_the_counts() -> None:
+    """The counts are integers on the noise grid: 2**1 does not hold 1."""
+    with pytest.raises(PufferfishInputError, match="release_by_group.*grid_log2 <= 0"):
+        group_release_plan(LAWS, [PairKind.DISTRIBUTION_PRESENCE], Rule.EXACT, EPS, 1, None,
+                           DOMAIN)
+    assert group_release_plan(LAWS, [PairKind.DISTRIBUTION_PRESENCE], Rule.EXACT, EPS, 0, None,
+                              DOMAIN).grid_log2 == 0
+
+
 def test_mean_interval_covers_by_exact_summation() -> None:
     """Pr[S/C in the interval of (S + N, C + M)] >= 95 %, summed over the pmfs of N and M on
     a coarse grid (g = 1); None when the count's lower end reaches 0."""
