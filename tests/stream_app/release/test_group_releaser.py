@@ -68,6 +68,16 @@ async def _group_release(broker: EmbeddedBroker, tmp: Path,
         release = await r.release_once()
         assert release is not None and release.groups is not None
         spent = r.ledger.accountant.spent
+        shown = {(m.name, m.labels.get("group")): m.value for f in r.metrics.registry.collect()
+                 for m in f.samples if m.name.startswith("pufferfish_released_")}
+    # the gauges are the published record's values (the total under group="")
+    assert shown == {
+        ("pufferfish_released_seq", None): release.seq,
+        ("pufferfish_released_noisy_sum", ""): release.noisy_sum,
+        ("pufferfish_released_noise_sd", ""): release.noise_sd,
+        **{(f"pufferfish_released_{k}", g): getattr(release.groups[g], k)
+           for g in ("narrow", "wide")
+           for k in ("noisy_sum", "noise_sd", "noisy_count", "count_noise_sd")}}
     # the exact totals reach the sampler, sums and counts (a count of 3 is 12 grid units)
     assert [d[0] for d in draws] == [4, 12, 24, 12]
     assert {d[2] for d in draws} == {-2}
@@ -121,6 +131,8 @@ async def _old_partials_and_off(broker: EmbeddedBroker, tmp: Path) -> None:
     older = {0: PARTS[0], 1: partial(1, None)}  # a partial of a worker older than the field
     async with running(on, older) as r:
         assert await r.release_once() is None
+        assert r.metrics.registry.get_sample_value("pufferfish_released_noisy_sum",
+                                                   {"group": ""}) is None  # nothing published
         assert r.ledger.accountant.spent == 0 and r.ledger.last_seq == 0  # nothing charged
         older[1] = PARTS[1]  # the older worker restarted: its partial is sent again
         assert await r.release_once() is not None
