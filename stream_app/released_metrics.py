@@ -4,10 +4,11 @@ worker has published: every value is the record's (settings, published laws and 
 never an exact sum or count.
 
 Series: the release's total under ``group=""`` (Prometheus reads an empty label as no label:
-``pufferfish_released_noisy_sum{group=""}`` is the unlabelled total), each configured group
+``pufferfish_released_sum_noisy{group=""}`` is the unlabelled total), each configured group
 under its name with ``release_by_group``. ``pufferfish_released_seq`` is the seq of the
 release shown (after a change of release owner, the newest seq tells which worker's gauges
-are current).
+are current). No name ends in ``_sum`` or ``_count``: Prometheus reserves those suffixes for
+histograms and summaries.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ TOTAL = ""  # the group label of the release's total
 
 RELEASED_METRIC_NAMES = (
     "pufferfish_released_seq",
-    "pufferfish_released_noisy_sum",
-    "pufferfish_released_noise_sd",
-    "pufferfish_released_noisy_count",
+    "pufferfish_released_sum_noisy",
+    "pufferfish_released_sum_noise_sd",
+    "pufferfish_released_count_noisy",
     "pufferfish_released_count_noise_sd",
 )
 
@@ -36,13 +37,13 @@ class ReleasedValues:
 
         self.seq = gauge("pufferfish_released_seq",
                          "seq of the latest release this worker published", [])
-        self.noisy_sum = gauge("pufferfish_released_noisy_sum",
+        self.noisy_sum = gauge("pufferfish_released_sum_noisy",
                                "noisy_sum of the latest release (group=\"\": its total; else "
                                "that group's, release_by_group)", ["group"])
-        self.noise_sd = gauge("pufferfish_released_noise_sd",
+        self.noise_sd = gauge("pufferfish_released_sum_noise_sd",
                               "noise_sd of that noisy_sum (its noise's standard deviation)",
                               ["group"])
-        self.noisy_count = gauge("pufferfish_released_noisy_count",
+        self.noisy_count = gauge("pufferfish_released_count_noisy",
                                  "noisy_count of a group in the latest release "
                                  "(release_by_group)", ["group"])
         self.count_noise_sd = gauge("pufferfish_released_count_noise_sd",

@@ -73,11 +73,13 @@ async def _group_release(broker: EmbeddedBroker, tmp: Path,
     # the gauges are the published record's values (the total under group="")
     assert shown == {
         ("pufferfish_released_seq", None): release.seq,
-        ("pufferfish_released_noisy_sum", ""): release.noisy_sum,
-        ("pufferfish_released_noise_sd", ""): release.noise_sd,
-        **{(f"pufferfish_released_{k}", g): getattr(release.groups[g], k)
-           for g in ("narrow", "wide")
-           for k in ("noisy_sum", "noise_sd", "noisy_count", "count_noise_sd")}}
+        ("pufferfish_released_sum_noisy", ""): release.noisy_sum,
+        ("pufferfish_released_sum_noise_sd", ""): release.noise_sd,
+        **{(name, g): getattr(release.groups[g], field) for g in ("narrow", "wide")
+           for name, field in (("pufferfish_released_sum_noisy", "noisy_sum"),
+                               ("pufferfish_released_sum_noise_sd", "noise_sd"),
+                               ("pufferfish_released_count_noisy", "noisy_count"),
+                               ("pufferfish_released_count_noise_sd", "count_noise_sd"))}}
     # the exact totals reach the sampler, sums and counts (a count of 3 is 12 grid units)
     assert [d[0] for d in draws] == [4, 12, 24, 12]
     assert {d[2] for d in draws} == {-2}
@@ -131,7 +133,7 @@ async def _old_partials_and_off(broker: EmbeddedBroker, tmp: Path) -> None:
     older = {0: PARTS[0], 1: partial(1, None)}  # a partial of a worker older than the field
     async with running(on, older) as r:
         assert await r.release_once() is None
-        assert r.metrics.registry.get_sample_value("pufferfish_released_noisy_sum",
+        assert r.metrics.registry.get_sample_value("pufferfish_released_sum_noisy",
                                                    {"group": ""}) is None  # nothing published
         assert r.ledger.accountant.spent == 0 and r.ledger.last_seq == 0  # nothing charged
         older[1] = PARTS[1]  # the older worker restarted: its partial is sent again
