@@ -94,8 +94,9 @@ CONTRACTS: tuple[TopicContract, ...] = (
         USER_ID_KEY, None),
     TopicContract(
         "topic_releases", Release, "out",
-        "Releases: one noisy sum per release on the public clock, with its noise scale theta "
-        "and budget charge.",
+        "Releases: one noisy sum per release on the public clock, with its noise scale theta, "
+        "error bar and budget charge; with release_by_group also every configured group's "
+        "noisy sum and noisy count (groups).",
         NO_KEY, 1, journal=True),
     TopicContract(
         "topic_priors", PriorsRecord, "out",
