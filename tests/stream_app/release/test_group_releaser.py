@@ -14,6 +14,7 @@ import pytest
 
 from pufferfish_core.auditor import audit
 from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.learning_radius import RoundLaw, robust_round
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.domain.models import Partial, Release
 from stream_app.release.journal import read_journal
@@ -155,3 +156,42 @@ def test_partials_without_group_totals_wait_and_off_publishes_todays_records(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     asyncio.run(_old_partials_and_off(broker, tmp_path))
+
+
+async def _learned(broker: EmbeddedBroker, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stream_app.release.learning as learning_module
+
+    learned = {"a": Distribution.from_points([0, 1], [0.5, 0.5]),
+               "b": Distribution.from_points([0, 2, 4], [0.2, 0.3, 0.5])}
+
+    def fixed_laws(*args: object, **kw: object) -> dict[str, RoundLaw]:
+        got = robust_round(*args, **kw)  # type: ignore[arg-type]
+        return {g: RoundLaw(learned[g], 0.0, "learned") for g in got}
+
+    monkeypatch.setattr(learning_module, "robust_round", fixed_laws)
+    s = await settings(broker, tmp / "data", ("releases", "priors"), domain=[0, 1, 2, 3, 4],
+                       groups=["a", "b"], pairs=["distribution_presence"], rule="exact",
+                       epsilon_learn=0.5, budget_total=20.0, learn_min_mass=1.0,
+                       release_period_seconds=1.0, learn_period_seconds=2.0,
+                       release_by_group=True)
+    parts = {0: partial(0, {"a": [4, 2], "b": [16, 1]})}
+    async with running(s, parts) as r:
+        tick = r.next_tick() | 1  # odd: no round due
+        before = await r.on_clock(tick)
+        after = await r.on_clock(tick + 1)  # a round first: the learned laws
+    assert before is not None and after is not None and after.priors_seq == 1
+    assert before.groups is not None and after.groups is not None
+    # round 0: uniform laws on the domain, the same theta for both groups; after the round
+    # each group's theta is the exact audit's for its learned law at epsilon / 2
+    assert before.groups["a"].theta == before.groups["b"].theta
+    for g, law in learned.items():
+        theta = after.groups[g].theta
+        assert audit(law, point_zero(), theta).loss <= 0.5 + 1e-9
+        assert audit(law, point_zero(), theta * 0.999).loss > 0.5
+    assert after.groups["a"].theta < before.groups["a"].theta
+
+
+def test_a_learning_round_recalibrates_every_group_on_its_published_law(
+    broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(_learned(broker, tmp_path, monkeypatch))
