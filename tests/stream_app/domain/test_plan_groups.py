@@ -1,7 +1,8 @@
 """``pufferfish plan`` with release_by_group: per-group theta, sd and half-widths of the sums
 and counts (numbers derived here: Proposition 1 by hand, the pmf's sd, ln 20 for one draw), the
 charge under parallel composition, the total's comparison, the text lines; and the one-line
-refusals of the installed command (tree mode; a group whose sum would need no noise)."""
+refusals of the installed command (tree mode; a group whose sum would need no noise; a grid
+coarser than the counts)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,7 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
                    pairs=["value_change"])
     error = one_line_error(pufferfish(["plan", "--json", "--config", str(point)], user_env()))
     assert error["field"] == "release_by_group" and "group 'a'" in error["message"]
+    coarse = config(tmp_path, {"even": {"support": [0, 2, 4], "probs": [0.2, 0.3, 0.5]}},
+                    domain=[0, 2, 4], grid_log2=1)  # the counts need 1 on the grid
+    error = one_line_error(pufferfish(["plan", "--config", str(coarse)], user_env()))
+    assert error["field"] == "release_by_group" and "grid_log2 <= 0" in error["message"]
