@@ -43,7 +43,8 @@ class Release(Wire):
     ts: float = Field(description=CLOCK_TS)
     noisy_sum: float = Field(
         description="The sum of the present users' newest reported values plus discrete "
-        "Laplace noise of scale theta on the 2^grid_log2 grid.")
+        "Laplace noise of scale theta on the 2^grid_log2 grid (with groups: the sum of the "
+        "groups' noisy sums, no draw of its own).")
     theta: float = Field(
         ge=0, description="Laplace noise scale, calibrated from public inputs only (the "
         "settings and the published laws), never from the data.")
