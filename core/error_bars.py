@@ -118,8 +118,8 @@ def laplace_mix_tail(x: float, thetas: Sequence[float]) -> tuple[float, float]:
     x = validation.positive(x, "x")
     scales = np.asarray([validation.positive(t, "theta") for t in thetas], dtype=float)
 
-    def phi_over_t(t: float) -> float:
-        return float(1.0 / (t * np.prod(1.0 + (scales * t) ** 2)))
+    def phi_over_t(t: float) -> float:  # in logs: the product overflows for large t
+        return math.exp(-float(np.sum(np.log1p((scales * t) ** 2)))) / t
 
     def sinc_phi(t: float) -> float:
         return x if t == 0.0 else math.sin(t * x) * phi_over_t(t)

@@ -62,9 +62,13 @@ class GroupReleases:
 
     def calibrate(self, laws: Mapping[str, Distribution],
                   radii: Mapping[str, float]) -> GroupReleasePlan:
+        """The plan of these laws, and the total's error bar (computed here, with theta, not
+        on every release: a function of the scales only)."""
         plan = group_plan_for(self.settings, laws, radii)
         assert plan is not None  # release_by_group is on
         self.plan = plan
+        self.thetas = {g: s.theta_sum for g, s in plan.groups.items()}
+        self.total_bar = mixed_error_bar(list(self.thetas.values()), plan.grid_log2)
         return plan
 
     def charge(self) -> float:
@@ -115,7 +119,6 @@ class GroupReleases:
                 ci95_half_width=bar.ci95_half_width, noisy_count=noisy_count,
                 count_theta=scales.theta_count, count_noise_sd=count_bar.noise_sd,
                 count_ci95_half_width=count_bar.ci95_half_width)
-        thetas = {g: s.theta_sum for g, s in plan.groups.items()}
+        thetas = self.thetas
         binding = max(sorted(thetas), key=thetas.__getitem__)
-        total_bar = mixed_error_bar(list(thetas.values()), grid_log2)
-        return GroupFields(groups, total_bar, thetas[binding], binding)
+        return GroupFields(groups, self.total_bar, thetas[binding], binding)

@@ -166,3 +166,15 @@ def test_mixed_error_bar_refuses_no_draws_and_zero_scales() -> None:
         mixed_error_bar([], -10)
     with pytest.raises(PufferfishInputError, match="theta"):
         mixed_error_bar([1.0, 0.0], -10)
+
+
+def test_many_scales_stay_finite_without_warnings() -> None:
+    """Twenty groups: the characteristic function's product would overflow for large t (it is
+    taken in logs); the quantile lies between the largest scale's alone and its bound."""
+    import warnings
+
+    thetas = [float(i + 1) for i in range(20)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = laplace_mix_quantile(thetas)
+    assert 20.0 * math.log(20) < got < 20.0 * laplace_sum_quantile(20)
