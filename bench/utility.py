@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from bench import _common
+from bench import _common, utility_groups
 from pufferfish_core.auditor import audit
 from pufferfish_core.distribution import Distribution, point_zero
 from pufferfish_core.policy import calibrate
@@ -103,7 +103,11 @@ def uci_cases() -> list[Case]:
 
 def main(argv: list[str] | None = None) -> int:
     p = _common.parser(NAME, __doc__.splitlines()[0])
+    p.add_argument("--by-group", action="store_true",
+                   help="per-group releases on UCI adult (bench/utility_groups.py)")
     args = p.parse_args(argv)
+    if args.by_group:
+        return utility_groups.run(args, argv)
     started = time.perf_counter()
     cases = paper_cases() + ([] if args.quick else uci_cases())
     eps_values = (0.5,) if args.quick else EPS_VALUES

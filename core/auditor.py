@@ -319,3 +319,19 @@ def audit(
     else:
         forward, reverse = auditor.sides(th)
     return AuditResult(loss=max(forward, reverse), forward=forward, reverse=reverse)
+
+
+def audit_vector(
+    coordinates: Sequence[tuple[Distribution, Distribution, float]],
+) -> AuditResult:
+    """Exact two-sided loss of a release of independent Laplace coordinates, coordinate c
+    noised at theta_c, where one user's pair moves coordinate c from prior A_c to B_c
+    (docs/privacy.md, "Per-group releases"). The joint density factorises over coordinates
+    and each factor depends on its own output only, so the sup of the joint log ratio is the
+    sum of the coordinates' sups, in each direction: forward = sum forward_c, reverse = sum
+    reverse_c (a coordinate the pair does not move is A_c = B_c and adds 0)."""
+    validation.non_empty(list(coordinates), "coordinates")
+    sides = [audit(a, b, theta) for a, b, theta in coordinates]
+    forward = sum(r.forward for r in sides)
+    reverse = sum(r.reverse for r in sides)
+    return AuditResult(loss=max(forward, reverse), forward=forward, reverse=reverse)

@@ -31,6 +31,7 @@ import numpy as np
 from pufferfish_core import validation
 from pufferfish_core.budget import composition_charge
 from pufferfish_core.distribution import Distribution, point_zero
+from pufferfish_core.error_bars import ErrorBar, error_bar
 from pufferfish_core.errors import PufferfishInputError
 from pufferfish_core.kantorovich import plan_spread
 from pufferfish_core.noise import discrete_laplace_units, exact_float, grid_units
@@ -68,6 +69,10 @@ class ReleasePlan:
         grid = 2.0**self.grid_log2
         q = math.exp(-grid / self.theta)
         return grid * math.sqrt(2.0 * q) / -math.expm1(-grid / self.theta)
+
+    def error_bar(self) -> ErrorBar:
+        """sd and 95 % half-width of one release's noise (one draw; core/error_bars.py)."""
+        return error_bar(self.theta, self.grid_log2, 1)
 
     def draw(self, value: float) -> float:
         """value + discrete Laplace noise of scale theta (CSPRNG, exact on the grid), added in

@@ -25,6 +25,7 @@ import numpy as np
 
 from pufferfish_core import validation
 from pufferfish_core.budget import composition_charge
+from pufferfish_core.error_bars import ErrorBar, error_bar
 from pufferfish_core.noise import discrete_laplace_sd, discrete_laplace_units
 from pufferfish_core.tree_sensitivity import window_sensitivity
 from pufferfish_core.tree_shape import BASE_ID, TreeShape
@@ -71,6 +72,11 @@ class TreeMechanism:
 
     def noise_sd_at(self, tick: int) -> float:
         return self.node_sd() * math.sqrt(len(self.draws(tick)))
+
+    def error_bar_at(self, tick: int) -> ErrorBar:
+        """sd and 95 % half-width of the release at ``tick``: the sum of its draws, so they
+        differ from tick to tick (core/error_bars.py)."""
+        return error_bar(self.scale, self.grid_log2, len(self.draws(tick)))
 
     def noise_sd(self) -> float:
         """Root mean square over the window's ticks of each release's noise sd."""

@@ -484,6 +484,26 @@ def finite_theta(value: float, message: str) -> float:
     return value
 
 
+def group_theta(value: float, group: str) -> float:
+    """A per-group sum's theta (core/group_plan.py): positive, else that group's exact sum
+    would be published."""
+    if not value > 0:
+        raise PufferfishInputError(
+            "release_by_group", f"group {group!r}: no configured pair needs noise on its sum "
+            "(theta 0): its exact sum would be published; add a pair that protects it")
+    return value
+
+
+def count_grid(grid_log2: int) -> int:
+    """The grid of a per-group release (core/group_plan.py): its noisy counts are integers
+    plus noise on the 2**grid_log2 grid, so 1 must be on it (grid_log2 <= 0)."""
+    if grid_log2 > 0:
+        raise PufferfishInputError(
+            "release_by_group", f"the counts are integers on the noise grid 2**{grid_log2}, "
+            "which does not hold 1: use grid_log2 <= 0")
+    return grid_log2
+
+
 BUDGET_KEYS = ("total", "total_exact", "spent", "spent_exact", "releases", "charges")
 
 

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from stream_app import __version__
 from stream_app.domain.rejection import EVENT_KINDS, IGNORE_REASONS, REJECT_REASONS
+from stream_app.released_metrics import RELEASED_METRIC_NAMES, ReleasedValues
 
 # a release drawn and charged but not published (its seq burned): the noisy sum is beyond what
 # the JSON float noisy_sum holds exactly (|noisy units| > 2**53)
@@ -50,6 +51,7 @@ METRIC_NAMES = (
     "pufferfish_input_cpu_seconds_total",
     "pufferfish_tree_changes_held_total",
     "pufferfish_build_info",
+    *RELEASED_METRIC_NAMES,
 )
 
 
@@ -105,6 +107,7 @@ class Metrics:
     reports_held_limit: Gauge
     input_cpu_seconds: Counter
     tree_changes_held: Counter
+    released: ReleasedValues  # the latest published release's values (released_metrics.py)
     window_shown: bool = False
 
     @classmethod
@@ -204,6 +207,7 @@ class Metrics:
                 "Changes of a user's contribution beyond max_changes_per_window in its window "
                 "(release_mechanism=tree): held until the next window", registry=reg,
             ),
+            released=ReleasedValues(reg),
         )
         for reason in IGNORE_REASONS:
             m.events_ignored.labels(reason=reason)

@@ -19,3 +19,18 @@ def grid_loss(a: dict[str, Any], b: dict[str, Any], theta: float) -> float:
     log_a = logsumexp(-np.abs(ys[:, None] - ax[None, :]) / theta, b=ap, axis=1)
     log_b = logsumexp(-np.abs(ys[:, None] - bx[None, :]) / theta, b=bp, axis=1)
     return float(np.max(np.abs(log_a - log_b)))
+
+
+def discrete_laplace_pmf(theta: float, grid: float) -> tuple[np.ndarray, np.ndarray]:
+    """(values, probabilities) of one draw g*Z, Pr[Z = k] = (1 - q)/(1 + q) q^|k|,
+    q = e^(-g/theta), truncated where q^|k| < 1e-18 (the mass left out is < 1e-17)."""
+    q = np.exp(-grid / theta)
+    k_max = int(np.ceil(18 * np.log(10) / -np.log(q)))
+    ks = np.arange(-k_max, k_max + 1)
+    return ks * grid, (1 - q) / (1 + q) * q ** np.abs(ks)
+
+
+def release_noise_sd(theta: float, grid: float, draws: int) -> float:
+    """sd of the sum of ``draws`` independent draws, by direct summation of the pmf."""
+    values, probs = discrete_laplace_pmf(theta, grid)
+    return float(np.sqrt(draws * np.sum(values**2 * probs)))

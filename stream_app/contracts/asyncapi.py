@@ -15,7 +15,7 @@ from stream_app.contracts.catalog import CONTRACTS, JSON_SCHEMA_DIALECT, TopicCo
 ASYNCAPI_VERSION = "2.6.0"
 KAFKA_BINDING = "0.4.0"
 # the version of the wire contract (not of the package): bump it when a record changes
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.3.0"
 SCHEMA_FORMAT = "application/schema+json;version=draft-07"
 GENERATED_BY = "pufferfish schema --out DIR"
 

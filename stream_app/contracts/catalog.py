@@ -5,7 +5,7 @@ Schemas come from the wire models (``stream_app.domain.models``) via pydantic's
 (validation mode: what the worker accepts on an input topic, what a reader of an output topic
 may meet, including the older journal records that lack the newer fields). Field descriptions
 live on the models. The schemas are JSON Schema draft-07, the dialect AsyncAPI 2.x payloads
-use; pydantic's output for these models uses no newer keyword.
+use; nested models (a release's ``groups``) go under draft-07's ``definitions``.
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ CONTRACTS: tuple[TopicContract, ...] = (
         USER_ID_KEY, None),
     TopicContract(
         "topic_releases", Release, "out",
-        "Releases: one noisy sum per release on the public clock, with its noise scale theta "
-        "and budget charge.",
+        "Releases: one noisy sum per release on the public clock, with its noise scale theta, "
+        "error bar and budget charge; with release_by_group also every configured group's "
+        "noisy sum and noisy count (groups).",
         NO_KEY, 1, journal=True),
     TopicContract(
         "topic_priors", PriorsRecord, "out",
@@ -117,7 +118,10 @@ CONTRACTS: tuple[TopicContract, ...] = (
 
 def topic_schema(contract: TopicContract) -> dict[str, Any]:
     """The JSON Schema (draft-07) of one topic's record values."""
-    schema = contract.model.model_json_schema()
+    # draft-07 keeps nested models under "definitions" ("$defs" is a newer keyword)
+    schema = contract.model.model_json_schema(ref_template="#/definitions/{model}")
+    if "$defs" in schema:
+        schema["definitions"] = schema.pop("$defs")
     schema["$schema"] = JSON_SCHEMA_DIALECT
     schema["$id"] = ID_PREFIX + contract.topic
     schema["title"] = f"{contract.message} (topic {contract.topic})"

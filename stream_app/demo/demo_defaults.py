@@ -15,6 +15,11 @@ import argparse
 import math
 from typing import Any
 
+from pufferfish_core.errors import PufferfishInputError
+
+# --by-group: the groups, user i joins BY_GROUP[i % 2]
+BY_GROUP = ("even", "odd")
+
 DEFAULTS: dict[str, dict[str, Any]] = {
     "tree": {"release_period": 1.0, "learn_period": 30.0, "epsilon_learn": 0.5, "budget": 10.0,
              "window": 120.0},
@@ -32,11 +37,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "independent none)")
     p.add_argument("--max-changes", type=int, default=4, metavar="N",
                    help="tree: times a user's contribution may change per window (default 4)")
+    p.add_argument("--by-group", action="store_true",
+                   help="release_by_group with two groups (users alternate between "
+                   f"{' and '.join(BY_GROUP)}): each release also carries every group's noisy "
+                   "sum and count; the plot shows each group's band (needs --mechanism "
+                   "independent)")
 
 
 def fill(args: argparse.Namespace, now: float) -> None:
     """The mechanism's defaults for what the command line left unset; in tree mode without
     --duration, the run lasts until the end of a window (module docstring)."""
+    if args.by_group and args.mechanism == "tree":
+        raise PufferfishInputError("by-group", "needs --mechanism independent (per-group "
+                                   "releases are not available with the tree)")
     for name, value in DEFAULTS[args.mechanism].items():
         if getattr(args, name) is None:
             setattr(args, name, value)

@@ -5,8 +5,11 @@ Top panel: each release's exact sum (line) and noisy sum (dots), the band exact 
 Laplace draw falls outside ±2 sd with probability e^{-2√2} ≈ 6 %), and a dotted line at each
 learning round. With a comparison sd (``independent_sd``: independent releases at the same
 budget, `pufferfish plan`'s noise_sd_independent) a middle panel shows each release's error
-against both bands, on one scale. Bottom panel: ε spent after every release and learning round
-against the budget. Rendered with matplotlib's Agg backend (no display needed).
+against both bands, on one scale. With release_by_group a panel shows each group's noisy sums
+and its band, exact ± 2 sd of the group's published noise_sd (noisy ± 2 sd where the exact sum
+is unknown); the total's sd is then the published one (the groups' draws). Bottom panel: ε
+spent after every release and learning round against the budget. Rendered with matplotlib's
+Agg backend (no display needed).
 """
 
 from __future__ import annotations
@@ -65,9 +68,11 @@ def draw(points: Sequence[Point], rounds: Sequence[Round], budget: float, t0: fl
 
     known = [p for p in points if p.exact is not None]
     compare = independent_sd is not None
+    grouped = any(p.groups for p in points)
+    ratios = [3, *([2] if compare else []), *([3] if grouped else []), 1.3]
     fig, axes = plt.subplots(
-        3 if compare else 2, 1, figsize=(10, 9.5 if compare else 7), sharex=True,
-        gridspec_kw={"height_ratios": [3, 2, 1.3] if compare else [3, 1.3]},
+        len(ratios), 1, figsize=(10, 7 + 2.5 * compare + 3.5 * grouped), sharex=True,
+        gridspec_kw={"height_ratios": ratios},
     )
     top, bottom = axes[0], axes[-1]
     try:
@@ -78,7 +83,9 @@ def draw(points: Sequence[Point], rounds: Sequence[Round], budget: float, t0: fl
             top.fill_between(t, [e - b for e, b in zip(exact, band, strict=True)],
                              [e + b for e, b in zip(exact, band, strict=True)],
                              color="tab:blue", alpha=0.15, lw=0,
-                             label="exact ± 2 sd of each release (sd = θ·√(2·draws))")
+                             label="exact ± 2 sd of each release (sd = θ·√(2·draws))"
+                             if not grouped else "exact ± 2 sd of each release (its published "
+                             "noise_sd: the groups' draws)")
             admitted = any(p.mechanism == "tree" for p in known)
             top.plot(t, exact, "s-", color="tab:blue", lw=1.4, ms=3.5,
                      label="exact sum (known only to this simulation)" if not admitted else
@@ -99,6 +106,8 @@ def draw(points: Sequence[Point], rounds: Sequence[Round], budget: float, t0: fl
         if compare:
             assert independent_sd is not None
             _errors(axes[1], known, independent_sd, t0)
+        if grouped:
+            _groups(axes[-2], points, t0)
         for i, r in enumerate(_round_times(rounds)):
             for ax in axes:
                 ax.axvline(r - t0, color="tab:green", ls=":", lw=1,
@@ -151,6 +160,30 @@ def _errors(ax: Any, known: Sequence[Point], independent_sd: float, t0: float) -
     ax.text(0.01, 0.03, comparison_text(known, independent_sd), transform=ax.transAxes,
             fontsize=8, color="dimgray")
     ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def _groups(ax: Any, points: Sequence[Point], t0: float) -> None:
+    """Each group's published noisy sums and its ±2 sd band (release_by_group)."""
+    names = sorted({g for p in points for g in (p.groups or {})})
+    for i, group in enumerate(names):
+        color = f"C{i % 10}"
+        got = [(p.ts - t0, p.groups[group]) for p in points if p.groups and group in p.groups]
+        t = [x for x, _ in got]
+        centre = [g.exact if g.exact is not None else g.noisy for _, g in got]
+        ax.fill_between(t, [c - 2 * g.sd for c, (_, g) in zip(centre, got, strict=True)],
+                        [c + 2 * g.sd for c, (_, g) in zip(centre, got, strict=True)],
+                        color=color, alpha=0.15, lw=0, label=f"{group}: ± 2 sd")
+        exact = [(x, g.exact) for x, g in got if g.exact is not None]
+        if exact:
+            ax.plot([x for x, _ in exact], [e for _, e in exact], "-", color=color, lw=1.2,
+                    label=f"{group}: exact sum (this simulation only)")
+        ax.plot(t, [g.noisy for _, g in got], "o", color=color, ms=3.5,
+                label=f"{group}: noisy sum (published)")
+    ax.set_ylabel("sum per group")
+    ax.set_title("release_by_group: each group's noisy sum and its band (exact ± 2 sd)",
+                 fontsize=9, loc="left")
+    ax.legend(loc="best", fontsize=7, ncol=max(1, len(names)))
     ax.grid(alpha=0.3)
 
 

@@ -107,9 +107,8 @@ class DemoRun:
         from pufferfish_data.uci import adult_education_num
 
         values = adult_education_num()
-        population = Population(
-            [f"user-{i:05d}" for i in range(self.args.users)], values, seed=self.args.seed
-        )
+        population = Population([f"user-{i:05d}" for i in range(self.args.users)], values,
+                                seed=self.args.seed, groups=settings.groups)
         _say(
             f"producer: replaying UCI adult education-num ({len(values)} rows, domain 1..16) "
             f"as {self.args.users} users joining/leaving, at {self.args.rate:g} events/s"

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+# the release history (re-exported: the plot and the tests read it from here)
+from stream_app.demo.demo_points import GroupPoint as GroupPoint
+from stream_app.demo.demo_points import Point as Point
+from stream_app.demo.demo_points import Round as Round
+from stream_app.demo.demo_points import laplace_sd as laplace_sd
 from stream_app.demo.journal_lines import release_line, round_line
 from stream_app.kafka.clients import ISOLATION_LEVEL
 
@@ -34,45 +37,13 @@ HEADER = (
 )
 
 
-def laplace_sd(theta: float) -> float:
-    return theta * math.sqrt(2.0)
-
-
-@dataclass
-class Point:
-    """One release as the demo saw it (``exact`` None until the truth tap told it)."""
-
-    seq: int
-    ts: float
-    noisy: float
-    theta: float
-    spent: float
-    priors_seq: int
-    exact: float | None = None
-    draws: int = 1  # Laplace draws of scale theta in the release: its tree nodes, else 1
-    mechanism: str = "independent"
-
-    @property
-    def sd(self) -> float:
-        return laplace_sd(self.theta) * math.sqrt(self.draws)
-
-
-@dataclass
-class Round:
-    seq: int
-    ts: float
-    group: str
-    status: str
-    radius: float
-    spent: float
-
-
 class Truth:
     """Tails the truth file: seq -> exact sum of the partials that release was drawn from."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.sums: dict[int, float] = {}
+        self.group_sums: dict[int, dict[str, float]] = {}  # release_by_group
         self._offset = 0
 
     def poll(self) -> None:
@@ -90,8 +61,11 @@ class Truth:
             try:
                 doc = json.loads(line)
                 units = sum(int(p[0]) for p in doc["partitions"].values())
-                exact = Fraction(units) * Fraction(2) ** int(doc["grid_log2"])
-                self.sums[int(doc["seq"])] = float(exact)
+                step = Fraction(2) ** int(doc["grid_log2"])
+                self.sums[int(doc["seq"])] = float(Fraction(units) * step)
+                if isinstance(doc.get("groups"), dict):
+                    self.group_sums[int(doc["seq"])] = {
+                        str(g): float(Fraction(int(u)) * step) for g, u in doc["groups"].items()}
             except (ValueError, KeyError, TypeError, IndexError):
                 continue
 
@@ -131,6 +105,10 @@ class DemoView:
                       theta=float(r["theta"]), spent=float(r["epsilon_spent"]),
                       priors_seq=int(r["priors_seq"]), draws=_draws(r.get("nodes")),
                       mechanism=str(r.get("mechanism", "independent")))
+        if isinstance(r.get("groups"), dict):
+            point.groups = {str(g): GroupPoint(float(x["noisy_sum"]), float(x["noise_sd"]))
+                            for g, x in r["groups"].items()}
+            point.published_sd = float(r["noise_sd"])
         self.points.append(point)
         self._queue.append(("release", (point, line), self.clock()))
 
@@ -168,6 +146,9 @@ class DemoView:
         for point in self.points:
             if point.exact is None:
                 point.exact = self.truth.sums.get(point.seq)
+            exact = self.truth.group_sums.get(point.seq, {})
+            for group, part in (point.groups or {}).items():
+                part.exact = exact.get(group, part.exact)
 
     def _release(self, point: Point, terse: str) -> None:
         last, self._last = self._last, point

@@ -55,7 +55,14 @@ def truth_line(seq: int, grid_log2: int, partials: Mapping[int, Partial],
         if units is None:
             return None
         parts[str(p)] = [units, x.newest_ts]
-    return json.dumps({"seq": seq, "grid_log2": grid_log2, "partitions": parts}) + "\n"
+    doc: dict[str, Any] = {"seq": seq, "grid_log2": grid_log2, "partitions": parts}
+    if window is None and all(x.group_totals is not None for x in partials.values()):
+        groups: dict[str, int] = {}  # release_by_group: each group's exact sum, in units
+        for x in partials.values():
+            for g, (units_g, _) in (x.group_totals or {}).items():
+                groups[g] = groups.get(g, 0) + units_g
+        doc["groups"] = groups
+    return json.dumps(doc) + "\n"
 
 
 class ReleaseTap:

@@ -25,11 +25,14 @@ class Event:
     user_id: str
     value: int | None = None
     report_id: str | None = None
+    group: str | None = None  # a join's group (None: the worker's default group)
 
     def payload(self, ts: float) -> dict[str, Any]:
         if self.kind == "report":
             return {"user_id": self.user_id, "value": self.value, "report_id": self.report_id,
                     "ts": ts}
+        if self.group is not None:
+            return {"user_id": self.user_id, "event": self.kind, "group": self.group, "ts": ts}
         return {"user_id": self.user_id, "event": self.kind, "ts": ts}
 
 
@@ -40,10 +43,14 @@ class Population:
     user. Times are passed in, so the schedule is testable without waiting.
     """
 
-    def __init__(self, users: Sequence[str], values: np.ndarray, seed: int = 0) -> None:
+    def __init__(self, users: Sequence[str], values: np.ndarray, seed: int = 0,
+                 groups: Sequence[str] = ()) -> None:
+        """``groups``: user i joins groups[i % len(groups)] (none: the default group)."""
         if not users or len(values) == 0:
             raise ValueError("need at least one user and one value")
         self.users = list(users)
+        self.group_of = {u: groups[i % len(groups)] for i, u in enumerate(users)} if groups \
+            else {}
         self.values = values
         self.row = 0
         self.reports = 0
@@ -59,14 +66,16 @@ class Population:
         events = []
         for user in self.users:
             if user not in self.present:
-                events.append(self._apply(Event("join", user), now))
+                events.append(self._apply(Event("join", user, group=self.group_of.get(user)),
+                                          now))
         return events
 
     def next_event(self, now: float) -> Event | None:
         """The next event at time `now`, or None if no user can report right now."""
         if self._due and self._due[0][0] <= now:
             _, _, kind, user_id = heapq.heappop(self._due)
-            return self._apply(Event(kind, user_id), now)
+            group = self.group_of.get(user_id) if kind == "join" else None
+            return self._apply(Event(kind, user_id, group=group), now)
         user = self._pick(now)
         if user is None:
             return None

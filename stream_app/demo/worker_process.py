@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from stream_app.demo.demo_defaults import BY_GROUP
 from stream_app.demo.population import DOMAIN
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
@@ -34,6 +35,8 @@ def demo_settings(args: argparse.Namespace, broker_url: str, workdir: Path) -> S
         release_mechanism=args.mechanism,
         budget_window_seconds=args.window,
         max_changes_per_window=args.max_changes,
+        release_by_group=args.by_group,
+        groups=BY_GROUP if args.by_group else (),
         metrics_host="127.0.0.1",
         metrics_port=args.metrics_port,
         ports_file=workdir / PORTS_FILE,

@@ -19,6 +19,7 @@ import numpy as np
 
 from pufferfish_core.learning import user_share, user_shares
 from stream_app.domain.admitted_sums import AdmittedSums, TreeState
+from stream_app.domain.group_totals import GroupTotals
 from stream_app.domain.inputs import tuple_new
 
 
@@ -28,6 +29,7 @@ class Contribution(NamedTuple):
     units: int  # to the sum (its current value while present, else 0)
     group: str | None
     share: tuple[int, ...] | None  # to its group's histogram sum (None: nothing)
+    present: bool = False  # counts in its group's totals (group_totals.py)
 
 
 Change = tuple[Contribution | None, Contribution]  # (old, new) of one user
@@ -73,9 +75,9 @@ def contribution_of(
     """`share`: ``user_share(counts)`` when the caller has it already (``contributions``)."""
     units = value_units if present and value_units is not None else 0
     if not has_share(present, group, counts):
-        return tuple_new(Contribution, (units, group, None))
+        return tuple_new(Contribution, (units, group, None, present))
     return tuple_new(Contribution, (units, group,
-                                    share if share is not None else user_share(counts)))
+                                    share if share is not None else user_share(counts), present))
 
 
 def contributions(users: Sequence[Contributor]) -> list[Contribution]:
@@ -102,12 +104,13 @@ def _shares(rows: list[list[int]]) -> list[tuple[int, ...]] | None:
 
 
 @dataclass
-class PartitionAggregate(AdmittedSums):
+class PartitionAggregate(AdmittedSums, GroupTotals):
     """The partial aggregates of one input partition, kept incrementally (O(K) per user)."""
 
     partition: int
     sum_units: int = 0
     group_units: dict[str, list[int]] = field(default_factory=dict)
+    group_totals: dict[str, list[int]] = field(default_factory=dict)  # group_totals.py
     newest_ts: float = 0.0
     # the worker's clock when the newest record applied here was consumed (Partial.consumed_at)
     consumed_at: float = 0.0
@@ -144,6 +147,7 @@ class PartitionAggregate(AdmittedSums):
     def replace(self, old: Contribution | None, new: Contribution) -> None:
         """Replace one user's contribution ``old`` (None: a new user) by ``new``."""
         self.sum_units += new.units - (old.units if old is not None else 0)
+        self.move_member(old, new)
         self.dirty = True
         if old is not None and old.share is not None and new.share is not None \
                 and old.group == new.group:  # the common case: one pass over the bins
@@ -176,6 +180,7 @@ class PartitionAggregate(AdmittedSums):
             if old is not None and old.share is not None and new.share is not None \
                     and old.group == new.group:
                 self.sum_units += new.units - old.units
+                self.move_member(old, new)
                 same.setdefault(new.group, []).append((old.share, new.share))  # type: ignore[arg-type]
             else:
                 self.replace(old, new)
@@ -194,6 +199,7 @@ class PartitionAggregate(AdmittedSums):
         shares: dict[str, list[tuple[int, ...]]] = {}
         for c in added:
             self.sum_units += c.units
+            self.move_member(None, c)
             if c.share is not None:
                 assert c.group is not None
                 shares.setdefault(c.group, []).append(c.share)

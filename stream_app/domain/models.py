@@ -102,6 +102,9 @@ class Partial(Wire):
     partition: int = Field(ge=0)
     sum_units: int
     group_units: dict[str, list[int]] = Field(default_factory=dict)
+    # per group (release_by_group): [exact sum units, number] of its present members
+    # (stream_app/domain/group_totals.py); None: a worker older than the field
+    group_totals: dict[str, list[int]] | None = None
     newest_ts: float = 0.0
     consumed_at: float = 0.0  # worker clock at the newest applied record's consumption (0: none)
     # tree mode (stream_app/domain/admission.py): the partition's window, its sum of admitted

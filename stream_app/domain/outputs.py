@@ -4,12 +4,35 @@ the published laws and fresh noise (docs/privacy.md, "Published fields")."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from stream_app.domain.clock_fields import CLOCK_TS, FAILURE, ROUND_TICK, ROUNDS, TICK, WINDOW
 from stream_app.domain.wire import Wire
+
+
+class GroupResult(Wire):
+    """One configured group's part of a release (release_by_group; docs/privacy.md,
+    "Per-group releases"): its noisy sum and noisy count, each with its error bar."""
+
+    noisy_sum: float = Field(
+        description="The sum of the group's present users' newest reported values plus "
+        "discrete Laplace noise of scale theta on the 2^grid_log2 grid.")
+    theta: float = Field(gt=0, description="The noise scale of noisy_sum, calibrated on the "
+                         "group's own published law (core/group_plan.py).")
+    noise_sd: float = Field(ge=0, description="Standard deviation of noisy_sum's noise.")
+    ci95_half_width: float = Field(
+        ge=0, description="noisy_sum +- this covers the group's exact sum with probability "
+        "at least 95 %.")
+    noisy_count: float = Field(
+        description="The number of the group's present users plus discrete Laplace noise of "
+        "scale count_theta on the grid (may be negative or fractional: noise).")
+    count_theta: float = Field(gt=0, description="The noise scale of noisy_count.")
+    count_noise_sd: float = Field(ge=0, description="Standard deviation of noisy_count's noise.")
+    count_ci95_half_width: float = Field(
+        ge=0, description="noisy_count +- this covers the exact count with probability at "
+        "least 95 %.")
 
 
 class Release(Wire):
@@ -20,7 +43,8 @@ class Release(Wire):
     ts: float = Field(description=CLOCK_TS)
     noisy_sum: float = Field(
         description="The sum of the present users' newest reported values plus discrete "
-        "Laplace noise of scale theta on the 2^grid_log2 grid.")
+        "Laplace noise of scale theta on the 2^grid_log2 grid (with groups: the sum of the "
+        "groups' noisy sums, no draw of its own).")
     theta: float = Field(
         ge=0, description="Laplace noise scale, calibrated from public inputs only (the "
         "settings and the published laws), never from the data.")
@@ -71,6 +95,30 @@ class Release(Wire):
         default=None, ge=0, description="tree: w, the public bound on how often one user's "
         "contribution may change per window (later changes wait for the next window); null "
         "for independent releases.")
+    noise_sd: float | None = Field(
+        default=None, ge=0, description="Standard deviation of the noise in noisy_sum: the "
+        "discrete Laplace sd of scale theta on the 2^grid_log2 grid times the square root of "
+        "the draws it adds (1; tree: the ids in nodes, so it differs per window_tick). A "
+        "function of theta, the grid and nodes only. Null in records older than this field.")
+    ci95_half_width: float | None = Field(
+        default=None, ge=0, description="noisy_sum +- this covers the exact sum with "
+        "probability at least 95 % (exact tail of the sum of the draws' Laplace laws plus one "
+        "grid step per draw: never narrower than the discrete noise's own 95 % interval). A "
+        "function of theta, the grid and nodes only. Null in records older than this field.")
+    groups: dict[str, GroupResult] | None = Field(
+        default=None, description="release_by_group: every configured group's noisy sum and "
+        "noisy count with their error bars (the group list is the settings'); noisy_sum is "
+        "then the sum of the groups' noisy sums (no draw of its own), noise_sd and "
+        "ci95_half_width are those of that sum, theta is the largest group's and "
+        "binding_group that group. Absent (not null) when release_by_group is off.")
+
+    @model_serializer(mode="wrap")
+    def _without_absent_groups(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """release_by_group off: the record's bytes are those of a release without the field."""
+        out: dict[str, Any] = handler(self)
+        if out.get("groups", 0) is None:
+            del out["groups"]
+        return out
 
 
 class PriorsRecord(Wire):

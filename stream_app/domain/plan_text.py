@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from stream_app.domain.plan_groups import by_group_lines
+
 
 def plan_text(summary: dict[str, Any]) -> str:
     lines = [f"{'group':<16} {'radius':>7} {'pair':<24} {'theta':>10} {'plain theta':>12}"]
@@ -19,6 +21,7 @@ def plan_text(summary: dict[str, Any]) -> str:
         f"pair {summary['binding_pair']}; rule {summary['rule']}, epsilon {summary['epsilon']:g}"
         f"{_theta_note(summary)})",
         *_mechanism_lines(summary),
+        *by_group_lines(summary.get("by_group")),
         _budget_line(summary),
         *_window_lines(summary["window"]),
         _failure_line(summary),

@@ -35,8 +35,9 @@ from pufferfish_core.learning_radius import noise_l1_tail
 from pufferfish_core.plan import radius_failure_bound
 from pufferfish_core.schedule import Schedule, WindowSchedule, budget_schedule, window_schedule
 from stream_app.domain.plan_continual import loss_per_day, mechanisms, tree_mode, tree_window
+from stream_app.domain.plan_groups import by_group
 from stream_app.domain.plan_text import plan_text
-from stream_app.domain.priors import checked_start, learner_for, plan_for
+from stream_app.domain.priors import checked_start, group_plan_for, learner_for, plan_for
 from stream_app.settings import Settings, arguments, load_settings
 
 DESCRIPTION = ("What a configuration will publish, computed offline from the settings: theta "
@@ -49,6 +50,7 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     """The plan as a JSON-able dict (the ``--json`` output)."""
     s = settings
     priors, plan = checked_start(s)
+    groups = group_plan_for(s, priors.laws, priors.radii)
     plain = plan_for(s, priors.laws, {})  # the same laws taken as exact (radius 0)
     learner = learner_for(s)
     charge = plan.charge()
@@ -104,6 +106,8 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "groups_plain": {g: {k.value: t for k, t in row.items()}
                          for g, row in plain.groups.items()},
         "radii": dict(priors.radii),
+        "release_by_group": s.release_by_group,
+        "by_group": None if groups is None else by_group(s, priors, groups),
         **failure,
         "loss_per_day": loss_per_day(s, failure),
     }

@@ -16,6 +16,7 @@ from pufferfish_core import validation
 from pufferfish_core.auditor import WHOLE
 from pufferfish_core.distribution import Distribution
 from pufferfish_core.errors import PufferfishInputError
+from pufferfish_core.group_plan import GroupReleasePlan, group_release_plan
 from pufferfish_core.learning import HistogramLearner, uniform
 from pufferfish_core.plan import ReleasePlan, release_plan
 from pufferfish_core.vocabulary import PairKind
@@ -135,6 +136,16 @@ def plan_for(
     return release_plan(laws, s.pairs, s.rule, s.epsilon, s.grid_log2, radii, s.domain)
 
 
+def group_plan_for(
+    settings: Settings, laws: Mapping[str, Distribution], radii: Mapping[str, float]
+) -> GroupReleasePlan | None:
+    """The per-group release plan (core/group_plan.py) when ``release_by_group`` is on."""
+    s = settings
+    if not s.release_by_group:
+        return None
+    return group_release_plan(laws, s.pairs, s.rule, s.epsilon, s.grid_log2, radii, s.domain)
+
+
 def learner_for(settings: Settings) -> HistogramLearner | None:
     """The learning mechanism, or None with declared priors (no learning rounds)."""
     s = settings
@@ -151,6 +162,7 @@ def checked_start(settings: Settings) -> tuple[PublicPriors, ReleasePlan]:
     error (the worker would otherwise never release, or release exact sums)."""
     priors = public_priors(settings)
     plan = plan_for(settings, priors.laws, priors.radii)
+    group_plan_for(settings, priors.laws, priors.radii)  # refuses a group that needs no noise
     if plan.theta <= 0:
         raise PufferfishInputError(
             "pairs", "no configured pair needs noise for any group (theta would be 0): "

@@ -68,6 +68,7 @@ def write_checkpoint(store: Any, agg: PartitionAggregate, offset: int | None) ->
     restart that read only the sums would take every held change as admitted, one move more
     than w per such user (docs/privacy.md, "Continual release", "On the worker")."""
     doc = {"offset": offset, "sum_units": agg.sum_units, "group_units": agg.group_units,
+           "group_totals": agg.group_totals,
            "newest_ts": agg.newest_ts, "held_users": agg.held_users,
            "tree": {"window": agg.window, "gaps": agg.gaps, "gap_units": agg.gap_units,
                     "previous_units": agg.previous_units, "durable": agg.durable}}
@@ -90,13 +91,15 @@ def read_checkpoint(store: Any, partition: int, offset: int | None
         doc = None
     finally:
         path.unlink(missing_ok=True)
-    if not isinstance(doc, dict) or doc.get("offset") != offset or "tree" not in doc:
-        return None  # (a checkpoint without the admission state: rebuilt from the users)
+    if not isinstance(doc, dict) or doc.get("offset") != offset or "tree" not in doc \
+            or "group_totals" not in doc:
+        return None  # (a checkpoint without the admission state or the group totals: rebuilt)
     tree = doc["tree"]
     durable = tree["durable"]
     return PartitionAggregate(
         partition=partition, sum_units=int(doc["sum_units"]),
         group_units={g: [int(u) for u in v] for g, v in doc["group_units"].items()},
+        group_totals={g: [int(v[0]), int(v[1])] for g, v in doc["group_totals"].items()},
         newest_ts=float(doc["newest_ts"]), dirty=True,
         held_users={u: int(c) for u, c in doc["held_users"].items()},
         window=int(tree["window"]),

@@ -210,8 +210,8 @@ class PufferfishApp:
                     continue  # tree mode, nothing acknowledged yet
                 sum_units, group_units, newest_ts, consumed_at = agg.snapshot()
                 partial = Partial(partition=partition, sum_units=tree.pop("sum_units", sum_units)
-                                  or 0,
-                                  group_units=group_units, newest_ts=newest_ts,
+                                  or 0, group_units=group_units,
+                                  group_totals=agg.group_totals, newest_ts=newest_ts,
                                   consumed_at=consumed_at, **tree)
                 await self.partials_topic.send(key=b"partial", value=to_bytes(partial))
             except Exception as exc:  # noqa: BLE001

@@ -16,6 +16,7 @@ from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.settings import Settings
 
 if TYPE_CHECKING:
+    from stream_app.release.group_release import GroupFields
     from stream_app.release.tree_release import OpenTree
 
 log = logging.getLogger(__name__)
@@ -47,25 +48,35 @@ class TickFacts:
 
 def release_record(s: Settings, plan: ReleasePlan, seq: int, now: float, noisy: float,
                    books: Accountant, priors_seq: int, charge: float,
-                   facts: TickFacts, tree: OpenTree | None = None) -> Release:
+                   facts: TickFacts, tree: OpenTree | None = None,
+                   groups: GroupFields | None = None) -> Release:
     """``tree``: the tick's tree (tree mode): theta is its node scale, ``priors_seq`` the round
     whose laws calibrated it (the one in force when the window opened, not a round learned
     since), and the record names the draws it adds (all functions of the settings, the clock
-    and the published laws)."""
+    and the published laws), and so is its error bar (``noise_sd``, ``ci95_half_width``: of
+    the draws it adds, core/error_bars.py). ``groups`` (release_by_group): ``noisy`` is the
+    sum of the groups' noisy sums, the error bar that sum's, theta the largest group's."""
     fields: dict[str, Any] = {} if tree is None or tree.drawn is None else dict(
         mechanism="tree", window_tick=tree.window_tick, nodes=list(tree.drawn.nodes),
         arity=tree.mechanism.shape.arity, max_changes_per_window=tree.mechanism.max_changes)
+    bar = plan.error_bar() if tree is None else tree.mechanism.error_bar_at(tree.window_tick)
+    theta = plan.theta if tree is None else tree.mechanism.scale
+    binding_group = plan.binding_group
+    if groups is not None:
+        bar, theta, binding_group = groups.bar, groups.theta, groups.binding_group
+        fields["groups"] = groups.groups
     return Release(
         seq=seq, ts=now, noisy_sum=noisy,
-        theta=plan.theta if tree is None else tree.mechanism.scale,
+        theta=theta,
         epsilon=s.epsilon, epsilon_spent=books.spent,
         epsilon_remaining=max(books.remaining, 0.0),
         pairs=[p.value for p in s.pairs], rule=s.rule.value,
         binding_pair=plan.binding_pair.value if plan.binding_pair else None,
-        binding_group=plan.binding_group,
+        binding_group=binding_group,
         priors_seq=priors_seq if tree is None else tree.priors_seq, charge=charge,
         window=facts.window, tick=facts.tick, learning_rounds=facts.learning_rounds,
-        failure_probability=facts.failure_probability, **fields,
+        failure_probability=facts.failure_probability, noise_sd=bar.noise_sd,
+        ci95_half_width=bar.ci95_half_width, **fields,
     )
 
 

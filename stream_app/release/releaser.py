@@ -24,6 +24,7 @@ from pufferfish_core.plan import ReleasePlan
 from stream_app.domain.models import Partial, PriorsRecord, Release, to_bytes
 from stream_app.domain.priors import PublicPriors, learner_for, plan_for
 from stream_app.metrics import Metrics
+from stream_app.release.group_release import GroupReleases
 from stream_app.release.journal import bounded
 from stream_app.release.journals import Journals
 from stream_app.release.learning import learn
@@ -66,6 +67,8 @@ class Releaser:
         self.priors_seq = 0
         self.laws = dict(priors.laws)
         self.radii = dict(priors.radii)
+        self.by_group = (GroupReleases(s, self.laws, self.radii) if s.release_by_group
+                         else None)
         self.plan: ReleasePlan = plan if plan is not None else self.recalibrate()
         metrics.theta.set(self.plan.theta)
         self.synced = False
@@ -92,6 +95,8 @@ class Releaser:
     def recalibrate(self) -> ReleasePlan:
         started = time.perf_counter()
         plan = plan_for(self.settings, self.laws, self.radii)
+        if self.by_group is not None:
+            self.by_group.calibrate(self.laws, self.radii)
         self.metrics.recalibration_seconds.observe(time.perf_counter() - started)
         return plan
 
@@ -213,21 +218,28 @@ class Releaser:
         if self.tree is not None and tree is None:
             self.ticks.settle(tick)  # no budget for the window's tree (tree_release.py)
             return None
-        charge = plan.charge() if tree is None else tree.charge
+        by_group = self.by_group
+        charge = (tree.charge if tree is not None else plan.charge() if by_group is None
+                  else by_group.charge())
         partials = self.partials()
         if tree is not None and not tree.ready(partials):
             return None  # a partition behind the tick's window: tried again shortly
+        if by_group is not None and not by_group.ready(partials):
+            return None  # a partial of an older worker: tried again (group_release.py)
         if not await self.ready_to_draw(charge):
             if self.ledger.exhausted:
                 self.ticks.settle(tick)
             return None
         total_units, _, consumed = combine(partials)
         now = time.time()  # read before the draw: the sampler's running time depends on the noise
-        noisy_units = (discrete_laplace_units(total_units, plan.theta, plan.grid_log2)
-                       if tree is None else await tree.draw())
+        drawn = by_group.draw(partials) if by_group is not None else None
+        noisy_units = (drawn.total_units() if drawn is not None else await tree.draw()
+                       if tree is not None else
+                       discrete_laplace_units(total_units, plan.theta, plan.grid_log2))
         seq, books = self.ledger.charge_release(charge), self.ledger.accountant
         noisy = exact_float(noisy_units, plan.grid_log2)
-        if noisy is None:
+        groups = by_group.fields(drawn) if by_group is not None and drawn is not None else None
+        if noisy is None or (drawn is not None and groups is None):
             if self.ledger.refuse(seq, "sum_not_representable") and tree is not None \
                     and self.tree is not None:
                 self.tree.charged(tree.window)  # the window's charge is kept: paid once
@@ -235,7 +247,7 @@ class Releaser:
             return None
         record = release_record(s, plan, seq, now, noisy, books, self.priors_seq, charge,
                                 self.ticks.facts(tick, len(self.laws), self.learner is not None),
-                                tree)
+                                tree, groups)
         if not self.ledger.intent(record):
             return None
         if tree is not None and self.tree is not None:

@@ -87,6 +87,7 @@ class ReleaseTiming:
         self.metrics.releases.inc()
         self.metrics.theta.set(record.theta)
         self.metrics.release_charge.set(record.charge)
+        self.metrics.released.show(record)
         self.metrics.release_tick_lateness_seconds.observe(max(record.ts - due, 0.0))
         if consumed > self._since and math.isfinite(consumed):
             self.metrics.release_lag_seconds.observe(max(record.ts - consumed, 0.0))

@@ -27,6 +27,10 @@ class ReleaseSettings(BaseSettings):
     # w: how often one user's contribution to the sum may change per window (tree mode); changes
     # beyond it are held until the next window (pufferfish_tree_changes_held_total).
     max_changes_per_window: int = Field(default=4, ge=0, le=1_000_000)
+    # per-group outputs: each release also carries every configured group's noisy sum and
+    # noisy count, each group calibrated on its own law (core/group_plan.py); off: today's
+    # records unchanged.
+    release_by_group: bool = False
 
     # delivery (docs/privacy.md, "Two concurrent release owners"):
     # Each tick's records (learning round, node draws, release) in one Kafka transaction under
@@ -48,4 +52,7 @@ class ReleaseSettings(BaseSettings):
         if self.release_mechanism == "tree" and window is None:
             raise ValueError("budget_window_seconds: required with release_mechanism=tree "
                              "(the tree lives for one window)")
+        if self.release_by_group and self.release_mechanism == "tree":
+            raise ValueError("release_by_group: not available with release_mechanism=tree yet "
+                             "(its per-group trees are not proven here); use independent")
         return self

@@ -1,15 +1,18 @@
 """``pufferfish tail``: follow the ``releases``, ``priors`` (default) or ``deadletter`` topics.
 
-``pufferfish tail [--config FILE] [--json] [--from-beginning] [--topics releases,priors]
-[--max N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default
-(``release seq=… tick=… theta=… noisy_sum=… epsilon_spent=spent/total … [learning_rounds=…
-failure_probability=…] [mechanism=tree window_tick=… nodes=… arity=… max_changes_per_window=…]``,
-``priors seq=… tick=… group=… status=… radius=… law={…}``, ``deadletter reason=… source_topic=…
-partition=… offset=… detail="…"``: never the record's bytes), or each record's JSON as published
-with --json (a dead letter's ``raw``: null unless the worker runs with deadletter_include_raw).
-Starts at the end (new records only) unless --from-beginning; stops after --max records; Ctrl-C
-ends it quietly (exit 0). Topics that do not exist yet are waited for. A broker that does not
-answer within --timeout: one line ``pufferfish: error: broker: ...``, exit 2.
+``pufferfish tail [--config FILE] [--json] [--from-beginning] [--topics releases,priors] [--max
+N] [--timeout S]``; ``--topics`` also takes ``deadletter``. Human lines by default (``release
+seq=… tick=… theta=… noisy_sum=… ± ci95_half_width noise_sd=… charge=… epsilon_spent=spent/total
+… [learning_rounds=… failure_probability=…] [mechanism=tree window_tick=… nodes=… arity=…
+max_changes_per_window=…]``, the ± part only for records that carry it, then with
+release_by_group one indented line a group: ``group=… noisy_sum=… ± … noise_sd=… noisy_count=… ±
+… count_noise_sd=…``; ``priors seq=… tick=… group=… status=… radius=… law={…}``, ``deadletter
+reason=… source_topic=… partition=… offset=… detail="…"``: never the record's bytes), or each
+record's JSON as published with --json (a dead letter's ``raw``: null unless the worker runs
+with deadletter_include_raw). Starts at the end (new records only) unless --from-beginning;
+stops after --max records; Ctrl-C ends it quietly (exit 0). Topics that do not exist yet are
+waited for. A broker that does not answer within --timeout: one line ``pufferfish: error:
+broker: ...``, exit 2.
 """
 
 from __future__ import annotations
@@ -39,14 +42,20 @@ WAIT_NOTE_SECONDS = 1.0  # metadata re-check while a topic does not exist yet
 def release_line(r: Release) -> str:
     total = r.epsilon_spent + r.epsilon_remaining
     window = "" if r.window is None else f" window={r.window}"
+    bar = "" if r.ci95_half_width is None else f" ± {r.ci95_half_width:.4g}"
+    sd = "" if r.noise_sd is None else f" noise_sd={r.noise_sd:.4g}"
     return (f"release seq={r.seq} tick={_tick(r.tick)} theta={r.theta:.6g} "
-            f"noisy_sum={r.noisy_sum:.6g} charge={r.charge:.6g} "
+            f"noisy_sum={r.noisy_sum:.6g}{bar}{sd} charge={r.charge:.6g} "
             f"epsilon_spent={r.epsilon_spent:.6g}/{total:.6g} priors_seq={r.priors_seq}{window}"
             + ("" if not r.learning_rounds else f" learning_rounds={r.learning_rounds} "
                f"failure_probability={r.failure_probability:.3g}")
             + ("" if r.mechanism != "tree" else f" mechanism=tree window_tick={r.window_tick} "
                f"nodes={','.join(r.nodes or ())} arity={r.arity} "
-               f"max_changes_per_window={r.max_changes_per_window}"))
+               f"max_changes_per_window={r.max_changes_per_window}")
+            + "".join(f"\n  group={g} noisy_sum={x.noisy_sum:.6g} ± {x.ci95_half_width:.4g} "
+                      f"noise_sd={x.noise_sd:.4g} noisy_count={x.noisy_count:.6g} ± "
+                      f"{x.count_ci95_half_width:.4g} count_noise_sd={x.count_noise_sd:.4g}"
+                      for g, x in (r.groups or {}).items()))
 
 
 def _tick(tick: int | None) -> str:

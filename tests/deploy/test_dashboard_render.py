@@ -98,6 +98,7 @@ def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
         pairs=["value_presence"], epsilon=1.0, budget_total=BUDGET,
         budget_window_seconds=WINDOW, release_period_seconds=1.0, learn_period_seconds=3.0,
         epsilon_learn=0.1, join_grace_seconds=0,  # not_present at once
+        release_by_group=True,  # the per-group band panels have series too
     )
     proc = start_worker(env, tmp_path, "worker")
     try:
@@ -152,6 +153,10 @@ def _missing(worker: Worker, args: list[str]) -> list[str]:
     missing += [f"rejections: {r}" for r in sorted(set(REJECTS) - rejected)]
     if (dr.finite_max(panels["Learning rounds"]["B"]) or 0) < 2:
         missing.append("two learning rounds")
+    band = panels["Released sum ± 2 sd"]  # the band is around the sum: -2 sd < sum < +2 sd
+    if not all(dr.finite_max(band[r]) is not None for r in "ABC") or not (
+            dr.finite_max(band["C"]) < dr.finite_max(band["A"]) < dr.finite_max(band["B"])):
+        missing.append("the released sum inside its band")
     if dr.finite_max(panels["Budget exhausted"]["A"]) != 1:
         missing.append("an exhausted budget")
     # the exhausted budget renewed: epsilon remaining went below 1 and later rose again.
@@ -196,7 +201,11 @@ def test_every_panel_renders_real_series(
 
     summary = json.loads((out / "summary.json").read_text())
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
-    assert [p["title"] for p in summary["panels"]] == [p["title"] for p in dashboard["panels"]]
+    # every panel that queries (row headers do not), the released sums' band included
+    assert [p["title"] for p in summary["panels"]] == [
+        p["title"] for p in dashboard["panels"] if p["type"] != "row"]
+    assert {"Released sum ± 2 sd", "Released sums ± 2 sd by group",
+            "Released counts ± 2 sd by group"} <= {p["title"] for p in summary["panels"]}
     for panel in summary["panels"]:
         for target in panel["targets"]:
             where = f"{panel['title']} {target['refId']}: {target['query']}"

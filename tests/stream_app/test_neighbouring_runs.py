@@ -129,6 +129,65 @@ def test_declared_neighbours_publish_the_same_fields(
     assert plan["binding_group"] == "g3"
 
 
+GROUP_NOISE = {"noisy_sum", "noisy_count"}
+
+
+def _without_noise(record: dict[str, Any]) -> dict[str, Any]:
+    """A release without its noisy values: the total's, and every group's sum and count."""
+    out = {k: v for k, v in record.items() if k not in NOISE_FIELDS}
+    out["groups"] = {g: {k: v for k, v in x.items() if k not in GROUP_NOISE}
+                     for g, x in record["groups"].items()}
+    return out
+
+
+@pytest.mark.slow
+def test_grouped_neighbours_publish_the_same_fields(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """release_by_group: runs differing in one user's presence, group or values publish, seq by
+    seq, the same fields but the noisy values, per group too (every group's scales, sds and
+    half-widths, the charge), and the plan's figures; the total is the groups' sum."""
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps(LAWS))
+    variants = {"grp-base": "base", "grp-more": "one_more", "grp-group": "other_group",
+                "grp-values": "other_values"}
+    grouped = {"release_by_group": "true"}
+    workers: list[Worker] = []
+    try:
+        for tag in variants:
+            asyncio.run(create_topics(broker.bootstrap, {f"reports-{tag}": 2,
+                                                          f"membership-{tag}": 2}))
+            env = worker_env(broker, tmp_path, **_settings(tag, priors, **grouped))
+            workers.append(start_worker(env, tmp_path, f"w-{tag}"))
+        for (tag, variant), worker in zip(variants.items(), workers, strict=True):
+            joins, reports = _events(tag, variant)
+            n = send(broker.bootstrap, f"membership-{tag}", joins)
+            wait_handled([worker], n, timeout=90)
+            n += send(broker.bootstrap, f"reports-{tag}", reports)
+            wait_handled([worker], n, timeout=90)
+        runs = {tag: _releases(broker.bootstrap, tag, RELEASES) for tag in variants}
+    finally:
+        for worker in workers:
+            worker.stop()
+    base = runs["grp-base"]
+    for tag, records in runs.items():
+        for mine, theirs in zip(records, base, strict=True):
+            assert set(mine["groups"]) == set(LAWS), tag  # every configured group, always
+            assert _without_noise(mine) == _without_noise(theirs), tag
+            # the total is the groups' noisy sums added (exact: multiples of the grid)
+            assert mine["noisy_sum"] == sum(x["noisy_sum"] for x in mine["groups"].values())
+    plan = plan_json(_settings("grp-base", priors, **grouped), tmp_path)["by_group"]
+    first = base[0]
+    assert first["charge"] == plan["charge_per_release"] and plan["group_secret"]
+    for group, got in first["groups"].items():
+        row = plan["groups"][group]
+        assert (got["theta"], got["noise_sd"], got["ci95_half_width"]) == (
+            row["theta_sum"], row["noise_sd_sum"], row["ci95_half_width_sum"]), group
+        assert (got["count_theta"], got["count_noise_sd"], got["count_ci95_half_width"]) == (
+            row["theta_count"], row["noise_sd_count"], row["ci95_half_width_count"]), group
+    assert first["theta"] == max(x["theta"] for x in first["groups"].values())
+
+
 @pytest.mark.slow
 def test_tree_neighbours_publish_the_same_fields(broker: EmbeddedBroker, tmp_path: Path) -> None:
     """release_mechanism=tree (w = 1: changes beyond one per user are held): runs differing in

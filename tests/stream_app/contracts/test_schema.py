@@ -96,6 +96,11 @@ def _release(**changes: Any) -> dict[str, Any]:
     return {**json.loads(to_bytes(record)), **changes}
 
 
+GROUP = {"noisy_sum": 3.25, "theta": 2.0, "noise_sd": 2.8, "ci95_half_width": 6.3,
+         "noisy_count": 4.75, "count_theta": 2.0, "count_noise_sd": 2.8,
+         "count_ci95_half_width": 6.3}
+
+
 def _priors(**changes: Any) -> dict[str, Any]:
     record = PriorsRecord(seq=2, ts=1700000001.0, group="g1", support=[0.0, 1.0],
                           probs=[0.25, 0.75], epsilon_learn=0.1, epsilon_spent=0.2,
@@ -113,6 +118,8 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
     assert errors("releases", _release(window=None, binding_pair=None, binding_group=None)) == []
     old = {k: v for k, v in _release().items() if k not in ("priors_seq", "charge", "window")}
     assert errors("releases", old) == [] and Release.model_validate(old)  # older journal records
+    grouped = _release(groups={"g1": GROUP, "g2": {**GROUP, "noisy_count": -1.5}})
+    assert errors("releases", grouped) == [] and Release.model_validate(grouped).groups
     assert errors("priors", _priors()) == []
     assert errors("priors", _priors(status="void", window=12, radius=2.0)) == []
     assert errors("deadletter", _dead()) == [] and _dead()["raw"] is None  # the default
@@ -130,6 +137,9 @@ def test_output_schemas_accept_the_records_the_models_write() -> None:
     ("releases", _release(epsilon=0)), ("releases", _release(pairs="value_presence")),
     ("releases", _release(priors_seq=-1)), ("releases", _release(window=1.5)),
     ("releases", {k: v for k, v in _release().items() if k != "noisy_sum"}),
+    ("releases", _release(groups={"g1": {k: v for k, v in GROUP.items() if k != "noisy_count"}})),
+    ("releases", _release(groups={"g1": {**GROUP, "count_theta": 0.0}})),
+    ("releases", _release(groups=[GROUP])),
     ("priors", _priors(radius=2.5)), ("priors", _priors(status="guessed")),
     ("priors", _priors(epsilon_learn=0)), ("priors", _priors(probs=[[0.25]])),
     ("deadletter", _dead(reason="no_reason")), ("deadletter", _dead(raw=5)),

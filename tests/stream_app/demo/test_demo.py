@@ -18,6 +18,7 @@ from stream_app.demo.demo import main
 from stream_app.demo.population import SETTLE_SECONDS, Event, Population
 from stream_app.metrics_page import scrape
 from tests.processes import pid_alive
+from tests.stream_app.contracts.contract_files import errors
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE = re.compile(
@@ -90,6 +91,20 @@ def test_population_payloads_match_topic_schemas() -> None:
     assert report.payload(2.0) == {"user_id": "a", "value": 7, "report_id": "r1", "ts": 2.0}
 
 
+def test_population_with_groups_joins_each_user_to_its_group_again_and_again() -> None:
+    """--by-group: user i joins groups[i % 2] at the start and at every rejoin."""
+    pop = Population(["a", "b", "c"], np.array([7]), groups=("even", "odd"))
+    joins = pop.initial_joins(0.0)
+    assert [j.payload(1.0)["group"] for j in joins] == ["even", "odd", "even"]
+    assert errors("membership", joins[1].payload(1.0)) == []
+    pop.leaving.add("b")
+    pop._apply(Event("leave", "b"), 5.0)  # a leave schedules the rejoin (2 to 10 s later)
+    joined = [(e.user_id, e.payload(2.0)["group"]) for e in
+              (pop.next_event(float(now)) for now in range(6, 40)) if e and e.kind == "join"]
+    assert ("b", "odd") in joined
+    assert all(group == {"a": "even", "b": "odd", "c": "even"}[u] for u, group in joined)
+
+
 @pytest.mark.parametrize(
     ("argv", "field"),
     [
@@ -107,6 +122,7 @@ def test_population_payloads_match_topic_schemas() -> None:
         (["--metrics-port", "70000"], "metrics-port"),
         (["--bogus"], "arguments"),
         (["--users", "many"], "arguments"),
+        (["--by-group"], "by-group"),  # the tree (the default) has no per-group releases
     ],
 )
 def test_bad_arguments_one_line_exit_2(

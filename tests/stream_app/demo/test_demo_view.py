@@ -87,6 +87,43 @@ def test_release_waits_for_its_exact_sum_and_keeps_journal_order(tmp_path: Path)
     assert view.rounds == [Round(1, 1001.5, "default", "learned", 0.125, 2.0)]
 
 
+def test_groups_of_a_release_their_exact_sums_and_their_panel(tmp_path: Path) -> None:
+    """release_by_group: each group's published noisy sum and sd, its exact sum from the tap
+    (the partials' group totals), the total's sd the published one, and a panel per group."""
+    import matplotlib.pyplot as plt
+
+    view, _, _, truth = _view(tmp_path)
+    record = json.loads(_release(1, 12.5, 9.0, 1.0, 0))
+    record["noise_sd"] = 7.25
+    record["groups"] = {g: {"noisy_sum": v, "theta": 4.0, "noise_sd": sd,
+                            "ci95_half_width": 3 * sd, "noisy_count": 3.0, "count_theta": 2.0,
+                            "count_noise_sd": 2.8, "count_ci95_half_width": 6.0}
+                        for g, v, sd in (("even", 4.5, 5.5), ("odd", 8.0, 4.75))}
+    view.on_release(json.dumps(record).encode())
+    partials = {p: Partial(partition=p, sum_units=u, newest_ts=1.0,
+                           group_totals={"even": [u - 1024, 2], "odd": [1024, 1]})
+                for p, u in ((0, 5 * 1024), (1, 3 * 1024))}
+    with open(truth, "a", encoding="utf-8") as f:
+        f.write(truth_line(1, -10, partials) or "")
+    view.fill_exact()
+    point = view.points[0]
+    assert point.exact == 8.0 and point.sd == 7.25  # not theta x sqrt 2: the groups' draws
+    assert point.groups is not None
+    assert {g: (x.noisy, x.sd, x.exact) for g, x in point.groups.items()} == {
+        "even": (4.5, 5.5, 6.0), "odd": (8.0, 4.75, 2.0)}
+    fig = draw(view.points, [], 50.0, 995.0)
+    try:
+        panel = next(a for a in fig.axes if a.get_ylabel() == "sum per group")
+        labels = {t.get_text() for t in panel.get_legend().get_texts()}
+        assert {"even: ± 2 sd", "odd: ± 2 sd", "odd: noisy sum (published)",
+                "even: exact sum (this simulation only)"} <= labels
+        assert len([a for a in fig.axes if a.get_ylabel()]) == 3
+    finally:
+        plt.close(fig)
+    path = write_plot(tmp_path / "groups.png", view.points, [], 50.0, 995.0)
+    assert 900 <= _png_size(path)[1] <= 1500
+
+
 def test_quiet_prints_the_terse_lines_unchanged(tmp_path: Path) -> None:
     view, lines, _, _ = _view(tmp_path, quiet=True)
     view.header()

@@ -72,6 +72,7 @@ def test_replace_all_is_replace_one_at_a_time() -> None:
             continue
         batch.replace_all(changes)
         assert (batch.sum_units, batch.group_units) == (one.sum_units, one.group_units)
+        assert batch.group_totals == one.group_totals
         assert batch.dirty
 
 
@@ -109,3 +110,52 @@ def test_a_roll_the_worker_knows_settled_is_acknowledged() -> None:
     agg.replace(Contribution(0, None, None), Contribution(2, None, None))  # a join, unacked
     assert agg.partial_fields(pending=True) == dict(window=4, admitted_units=5,
                                                     previous_units=5, sum_units=5)
+
+
+def members_by_hand(drafts: list[Draft]) -> dict[str, list[int]]:
+    """Each group's [sum of its present members' values (0 before a report), their number],
+    read off the users' final states (only groups that ever had a member appear)."""
+    out: dict[str, list[int]] = {}
+    for d in drafts:
+        if d.present and d.group is not None:
+            held = out.setdefault(d.group, [0, 0])
+            held[0] += d.value_units or 0
+            held[1] += 1
+    return out
+
+
+def member_draft(rng: random.Random, k: int) -> Draft:
+    """``random_draft`` with one histogram length (the shapes a group's bins refuse aside)."""
+    d = random_draft(rng, k)
+    d.counts = (d.counts + [0] * k)[:k]
+    return d
+
+
+def test_group_totals_are_each_groups_present_members_after_any_history() -> None:
+    """Users join, leave, change group and value at random, their changes applied one at a
+    time, in batches, and rebuilt at the end: every form gives the totals read off the final
+    states, and with every present user in a group the groups' sums are the partition's."""
+    rng = random.Random(23)
+    for _ in range(100):
+        users = [member_draft(rng, 3) for _ in range(rng.randrange(1, 12))]
+        one, batch = PartitionAggregate(partition=0), PartitionAggregate(partition=0)
+        for agg in (one, batch):
+            agg.add_all([d.contribution() for d in users])
+        for _ in range(rng.randrange(0, 30)):
+            changes = []
+            for _ in range(rng.randrange(1, 5)):
+                i = rng.randrange(len(users))
+                old = users[i].contribution()
+                users[i] = member_draft(rng, 3)
+                changes.append((old, users[i].contribution()))
+            for old, new in changes:
+                one.replace(old, new)
+            batch.replace_all(changes)
+        rebuilt = PartitionAggregate(partition=0)
+        rebuilt.add_all(contributions(users))
+        expected = members_by_hand(users)
+        for agg in (one, batch, rebuilt):
+            got = {g: v for g, v in agg.group_totals.items() if v != [0, 0]}
+            assert got == {g: v for g, v in expected.items() if v != [0, 0]}
+        if all(d.group is not None for d in users if d.present):
+            assert sum(v[0] for v in rebuilt.group_totals.values()) == rebuilt.sum_units

@@ -46,6 +46,8 @@ JSON_KEYS = {
     # both release mechanisms at the configured budget (test_plan_continual.py)
     "release_mechanism", "max_changes_per_window", "noise_sd_independent", "noise_sd_tree",
     "arity", "window_charge", "continual", "loss_per_day",
+    # per-group outputs (test_plan_groups.py): off by default, by_group null
+    "release_by_group", "by_group",
 }
 FAILURE_KEYS = {"groups", "learning_rounds", "learning_rounds_in_horizon", "carried_in_rounds",
                 "clock_offset_rounds", "beta_per_round", "horizon", "horizon_seconds", "formula",

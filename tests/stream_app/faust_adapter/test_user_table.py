@@ -56,14 +56,18 @@ def fill(table: UserTable, n: int, seed: int = 1) -> dict[str, bytes]:
     return users
 
 
-def reference(users: dict[str, bytes], partition: int) -> tuple[int, dict[str, list[int]]]:
-    agg = PartitionAggregate.rebuild(partition, [(u, UserState.from_stored(v))
-                                                 for u, v in users.items()])
-    return agg.sum_units, {g: v for g, v in agg.group_units.items() if any(v)}
+View = tuple[int, dict[str, list[int]], dict[str, list[int]]]
 
 
-def view(agg: PartitionAggregate) -> tuple[int, dict[str, list[int]]]:
-    return agg.sum_units, {g: v for g, v in agg.group_units.items() if any(v)}
+def reference(users: dict[str, bytes], partition: int) -> View:
+    return view(PartitionAggregate.rebuild(partition, [(u, UserState.from_stored(v))
+                                                       for u, v in users.items()]))
+
+
+def view(agg: PartitionAggregate) -> View:
+    """The sums, the group histograms and the group totals (release_by_group)."""
+    return (agg.sum_units, {g: v for g, v in agg.group_units.items() if any(v)},
+            {g: v for g, v in agg.group_totals.items() if any(v)})
 
 
 async def close(table: UserTable) -> None:
@@ -223,4 +227,14 @@ async def test_rocksdb_checkpoint_without_the_admission_state_is_not_used(
     path.write_text(json.dumps({"offset": 100, "sum_units": 10, "group_units": {},
                                 "newest_ts": 0.0, "held_users": {}}))
     assert read_checkpoint(table.users.data, 0, 100) is None
+    # nor one without the group totals (release_by_group): they would read as empty groups
+    tree = {"window": -1, "gaps": {}, "gap_units": 0, "previous_units": None, "durable": None}
+    path.write_text(json.dumps({"offset": 100, "sum_units": 10, "group_units": {},
+                                "newest_ts": 0.0, "held_users": {}, "tree": tree}))
+    assert read_checkpoint(table.users.data, 0, 100) is None
+    path.write_text(json.dumps({"offset": 100, "sum_units": 10, "group_units": {},
+                                "group_totals": {"a": [10, 2]}, "newest_ts": 0.0,
+                                "held_users": {}, "tree": tree}))
+    kept = read_checkpoint(table.users.data, 0, 100)
+    assert kept is not None and kept.group_totals == {"a": [10, 2]}
     await close(table)

@@ -25,6 +25,8 @@ RELEASE_FIELDS = {
     "learning_rounds", "failure_probability",
     # the release mechanism (independent here: the tree's fields are null)
     "mechanism", "window_tick", "nodes", "arity", "max_changes_per_window",
+    # the error bar (issue 45); no "groups": release_by_group is off, the key is absent
+    "noise_sd", "ci95_half_width",
 }
 
 

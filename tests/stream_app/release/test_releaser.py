@@ -4,6 +4,7 @@ learning rounds on the priors topic."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from fractions import Fraction
@@ -24,6 +25,7 @@ from stream_app.metrics import Metrics
 from stream_app.release import Releaser, combine
 from stream_app.release.journal import read_journal
 from stream_app.settings import Settings
+from tests.oracles import release_noise_sd
 
 pytestmark = pytest.mark.integration
 
@@ -106,6 +108,9 @@ async def _budget_and_restore(broker: EmbeddedBroker, data_dir: Path) -> None:
     assert [r.epsilon_spent for r in journal] == [1.0, 2.0, 3.0]
     for r in journal:
         assert (r.noisy_sum * 4).is_integer()  # on the 2**-2 grid
+        # one draw of theta 2 on the 2**-2 grid: the pmf's sd; Pr[|L| > x] = e^-x: 2 ln 20 + g
+        assert r.noise_sd == pytest.approx(release_noise_sd(2.0, 0.25, 1), rel=1e-12)
+        assert r.ci95_half_width == pytest.approx(2.0 * math.log(20) + 0.25, rel=1e-8)
 
     # a third releaser sees the exhausted budget only when the next charge does not fit
     async with running(s, parts) as r3:

@@ -25,6 +25,7 @@ from stream_app.domain.models import Partial, PriorsRecord, Release
 from stream_app.release.journal import read_journal
 from stream_app.release.tree_nodes import NodeRecord
 from stream_app.settings import Settings
+from tests.oracles import release_noise_sd
 from tests.stream_app.release.test_releaser import running, settings
 
 pytestmark = pytest.mark.integration
@@ -91,6 +92,15 @@ async def _tree(broker: EmbeddedBroker, data_dir: Path) -> None:
         assert r.epsilon_spent == BUDGET and r.epsilon_remaining == 0.0  # never above it
         # the exact admitted sum plus the journal's noise of the release's nodes, on the grid
         assert r.noisy_sum * GRID == exact[t] + sum(noise[n] for n in r.nodes)
+        # its error bar: the sum of its len(nodes) draws (sd by summing the pmf)
+        assert r.noise_sd == pytest.approx(release_noise_sd(m.scale, 1 / GRID, len(r.nodes)),
+                                           rel=1e-12)
+    widths = {len(r.nodes or ()): r.ci95_half_width for r in published}
+    assert len({(len(r.nodes or ()), r.ci95_half_width) for r in published}) == len(widths)
+    by_draws = [widths[n] for n in sorted(widths)]  # one width per draw count, rising with it
+    assert len(by_draws) > 1 and all(a < b for a, b in zip(by_draws, by_draws[1:], strict=False))
+    # the base alone: one draw, Pr[|L| > x] = e^-x, plus one grid step
+    assert widths[1] == pytest.approx(m.scale * math.log(20) + 1 / GRID, rel=1e-8)
     journal = await read_journal(s, s.topic_releases, Release)
     assert [r.tick for r in journal] == [first + t for t in range(ticks)] + [last + 1]
 

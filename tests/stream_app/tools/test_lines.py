@@ -110,6 +110,22 @@ def test_tail_lines() -> None:
         "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 charge=0 epsilon_spent=3/100 "
         "priors_seq=0 window=7 mechanism=tree window_tick=5 nodes=base,0.4 arity=2 "
         "max_changes_per_window=4")
+    barred = json.dumps({**release, "noise_sd": 2.8284, "ci95_half_width": 5.99146}).encode()
+    assert tail.render("releases", barred, as_json=False) == (
+        "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 ± 5.991 noise_sd=2.828 charge=1 "
+        "epsilon_spent=3/100 priors_seq=0 window=7")
+    group = {"noisy_sum": 1.5, "theta": 2.0, "noise_sd": 2.8284, "ci95_half_width": 5.99146,
+             "noisy_count": 2.75, "count_theta": 2.0, "count_noise_sd": 2.8284,
+             "count_ci95_half_width": 5.99146}
+    grouped = json.dumps({**release, "noise_sd": 4.0, "ci95_half_width": 8.1,
+                          "groups": {"a": group, "b": {**group, "noisy_sum": 2.75}}}).encode()
+    assert tail.render("releases", grouped, as_json=False) == (
+        "release seq=3 tick=1800000123 theta=2 noisy_sum=4.25 ± 8.1 noise_sd=4 charge=1 "
+        "epsilon_spent=3/100 priors_seq=0 window=7\n"
+        "  group=a noisy_sum=1.5 ± 5.991 noise_sd=2.828 noisy_count=2.75 ± 5.991 "
+        "count_noise_sd=2.828\n"
+        "  group=b noisy_sum=2.75 ± 5.991 noise_sd=2.828 noisy_count=2.75 ± 5.991 "
+        "count_noise_sd=2.828")
     priors = {"seq": 2, "ts": 1.0, "group": "g1", "support": [0, 1], "probs": [0.25, 0.75],
               "epsilon_learn": 0.1, "epsilon_spent": 0.2, "radius": 0.5, "status": "learned",
               "tick": 77}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import signal
 import subprocess
@@ -111,8 +112,13 @@ def test_send_feeds_a_worker_and_tail_reads_its_releases(broker: EmbeddedBroker,
         human = pufferfish(["tail", "--from-beginning", "--max", "1", "--topics", "releases"],
                            env)
         assert human.returncode == 0, human.stderr
-        assert re.fullmatch(r"release seq=1 tick=\d+ theta=0\.25 noisy_sum=\S+ charge=\S+ "
-                            r"epsilon_spent=\S+/100000 priors_seq=0\n", human.stdout), human.stdout
+        line = re.fullmatch(r"release seq=1 tick=\d+ theta=0\.25 noisy_sum=\S+ ± (\S+) "
+                            r"noise_sd=(\S+) charge=\S+ epsilon_spent=\S+/100000 priors_seq=0\n",
+                            human.stdout)
+        assert line, human.stdout
+        # one draw: Pr[|L| > x] = e^-x gives 0.25 ln 20, plus one grid step; sd ~ sqrt(2) theta
+        assert float(line[1]) == pytest.approx(0.25 * math.log(20) + 2.0**-10, abs=1e-4)
+        assert float(line[2]) == pytest.approx(math.sqrt(2) * 0.25, abs=1e-3)
 
         follower = subprocess.Popen(
             [sys.executable, "-m", "stream_app", "tail", "--topics", "releases"], env=env,
