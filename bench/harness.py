@@ -24,6 +24,7 @@ from bench._common import REPO
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.faust_adapter.ports_file import reported_port
 from stream_app.metrics_page import Samples, local_url, scrape, totals
+from stream_app.settings.load import without_settings
 
 PARTITIONS = 4
 DOMAIN = tuple(float(v) for v in range(16))
@@ -154,7 +155,7 @@ def start_pipeline(
     broker, app id, data dir, partitions and topics; input topics named after ``tag``, outputs
     and consumer group after ``tag`` + ``run`` (processes of one run share them)."""
     topics = topic_names(tag, run)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env = without_settings()
     env.update(TANSU_KNOBS)
     base: dict[str, Any] = {
         "broker": broker.url, "app_id": f"bench-{tag}{run}",

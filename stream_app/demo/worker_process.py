@@ -13,6 +13,7 @@ from pathlib import Path
 from stream_app.demo.population import DOMAIN
 from stream_app.domain.planning import plan_summary
 from stream_app.settings import Settings
+from stream_app.settings.load import without_settings
 
 PORTS_FILE = "worker-ports.json"  # in the demo's workdir: where the worker says it listens
 
@@ -68,7 +69,7 @@ def comparison_sd(settings: Settings, say: Callable[[str], None] | None = None) 
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """This process's environment with the settings as PUFFERFISH_* variables (those set)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env = without_settings()
     for name in settings.model_fields_set:
         value = getattr(settings, name)
         if value is None:

@@ -20,6 +20,15 @@ NOT_SETTINGS = frozenset({CONFIG_FILE_ENV, "PUFFERFISH_CI_RUN", "PUFFERFISH_TEST
 ENV_PREFIX = "PUFFERFISH_"
 
 
+def without_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``environ`` without its settings (``PUFFERFISH_*`` and the config file): what a process
+    this one starts inherits before it gets settings of its own. Markers that are not settings
+    stay (``PUFFERFISH_CI_RUN``: .ci/run stops whatever a test left running by it)."""
+    kept = NOT_SETTINGS - {CONFIG_FILE_ENV}
+    return {k: v for k, v in environ.items()
+            if not k.upper().startswith(ENV_PREFIX) or k.upper() in kept}
+
+
 def unknown_setting(name: str, known: Iterable[str]) -> str:
     """The message for a name that is not a setting, with the closest one if any is close."""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)

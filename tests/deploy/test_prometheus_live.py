@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import pytest
 import stream_app
 from stream_app.demo.broker import EmbeddedBroker
 from stream_app.metrics_page import Samples, local_url, scrape
+from stream_app.settings.load import without_settings
 from tests.deploy.support import (
     DASHBOARD,
     ROOT,
@@ -87,7 +87,7 @@ class Worker:
 @pytest.fixture
 def worker(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Worker]:
     ports_file = tmp_path / "worker.ports.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PUFFERFISH_")}
+    env = without_settings()
     env.update({
         "PUFFERFISH_BROKER": broker.url,
         "PUFFERFISH_APP_ID": "deploy-prom-test",

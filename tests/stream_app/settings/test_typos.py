@@ -10,7 +10,7 @@ import os
 import pytest
 
 from pufferfish_core.errors import PufferfishInputError
-from stream_app.settings.load import check_environment
+from stream_app.settings.load import check_environment, without_settings
 from tests.cli_batch import Job, Outcome, run_jobs
 
 # a module-scoped fixture: one worker process runs this module (tests/conftest.py)
@@ -74,3 +74,11 @@ def test_names_that_are_not_settings_pass_and_far_names_get_no_guess() -> None:
         check_environment({"PUFFERFISH_MAX_HELD_REPORTS": "10"})
     assert info.value.message.startswith("removed: a bound shared by every user")
     check_environment({"PUFFERFISH_MAX_HELD_REPORTS_PER_USER": "10"})  # the bound that stays
+
+
+def test_a_started_process_inherits_no_setting_but_the_ci_marker() -> None:
+    environ = {"PATH": "/bin", "PUFFERFISH_BROKER": "kafka://b:9092",
+               "PUFFERFISH_CONFIG_FILE": "/etc/p.json", "pufferfish_app_id": "x",
+               "PUFFERFISH_CI_RUN": "ci-1-2", "PUFFERFISH_TEST_WORKERS": "8"}
+    assert without_settings(environ) == {"PATH": "/bin", "PUFFERFISH_CI_RUN": "ci-1-2",
+                                         "PUFFERFISH_TEST_WORKERS": "8"}
