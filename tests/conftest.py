@@ -1,6 +1,6 @@
 """Shared fixtures, and the rules that let the suite run in parallel (pytest-xdist).
 
-`scripts/test.sh` runs the suite with `-n 8 --dist loadgroup`; `pytest FILE` alone still
+`scripts/test.sh` runs the suite with `-n 4 --dist loadgroup`; `pytest FILE` alone still
 runs serially. Every test must be isolated from the tests running beside it:
 
 - brokers: its own (`broker`), or one shared per module and worker process (`broker_module`;

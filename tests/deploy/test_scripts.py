@@ -95,7 +95,7 @@ def test_test_sh_runs_ruff_then_mypy_beside_pytest(tmp_path: Path) -> None:
     # mypy runs in the background while pytest runs: their order in the log is either
     assert calls[-4] == "ruff check ."
     pytest_call, report = re.fullmatch(
-        r"(python -m pytest -q -n 8 --dist loadgroup --durations=30) --junitxml=(\S+)",
+        r"(python -m pytest -q -n 4 --dist loadgroup --durations=30) --junitxml=(\S+)",
         next(c for c in calls[-3:-1] if c.startswith("python -m pytest"))).groups()
     assert sorted(calls[-3:-1]) == ["mypy pufferfish_core", f"{pytest_call} --junitxml={report}"]
     # last: the tests that did not pass, one line each, from pytest's report
