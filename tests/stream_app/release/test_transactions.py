@@ -49,6 +49,16 @@ def releaser(s: Settings) -> Releaser:
     return Releaser(s, Metrics.create(), public_priors(s), lambda: PARTS, lambda: True)
 
 
+async def two_owners(broker: KafkaBroker, tmp: Path,
+                     **kw: object) -> tuple[Settings, Releaser, Releaser]:
+    """Two workers of one deployment (one transactional id, one set of journals), with the
+    journals created: ``a`` and ``b`` contend for the release role."""
+    prefix = f"tx-{uuid.uuid4().hex[:8]}"
+    s_a, s_b = (settings(broker.url, tmp / n, prefix, **kw) for n in "ab")
+    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
+    return s_a, releaser(s_a), releaser(s_b)
+
+
 def overtaken_before_send(a: Releaser, b: Releaser, topic: str, box: list[object]) -> None:
     """``a``'s first send to ``topic`` waits until ``b`` has published a tick of its own (b
     claims the transactional id, reads the journals, publishes): a frozen owner resuming."""
@@ -67,10 +77,7 @@ async def views(bootstrap: str, topic: str) -> dict[str, list[dict[str, object]]
 
 
 async def _fenced(broker: KafkaBroker, tmp: Path, caplog: pytest.LogCaptureFixture) -> None:
-    prefix = f"tx-{uuid.uuid4().hex[:8]}"
-    s_a, s_b = (settings(broker.url, tmp / n, prefix) for n in "ab")
-    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
-    a, b = releaser(s_a), releaser(s_b)
+    s_a, a, b = await two_owners(broker, tmp)
     try:
         r1 = await a.release_once()
         assert r1 is not None and r1.seq == 1 and a.publisher.transactional
@@ -112,10 +119,7 @@ async def _aborted_counts(broker: KafkaBroker, tmp: Path) -> None:
     the new owner's claim aborts the transaction, and the record still counts as published
     (a reader of uncommitted records has it): its tick is not published again, its seq and
     charge are not reused."""
-    prefix = f"tx-{uuid.uuid4().hex[:8]}"
-    s_a, s_b = (settings(broker.url, tmp / n, prefix) for n in "ab")
-    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
-    a, b = releaser(s_a), releaser(s_b)
+    s_a, a, b = await two_owners(broker, tmp)
     try:
         r1 = await a.release_once()
         assert r1 is not None
@@ -144,12 +148,9 @@ async def _round_and_release(broker: KafkaBroker, tmp: Path) -> None:
     """A tick's learning round and release are one transaction: an owner overtaken between
     them publishes neither (its round's records are in the log, aborted: the new owner counts
     them), and an owner not overtaken publishes both at once."""
-    prefix = f"tx-{uuid.uuid4().hex[:8]}"
-    kw: dict[str, object] = dict(learn_period_seconds=1.0, release_period_seconds=1.0,
-                                 epsilon_learn=0.5, learn_min_mass=0.0)
-    s_a, s_b = (settings(broker.url, tmp / n, prefix, **kw) for n in "ab")
-    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
-    a, b = releaser(s_a), releaser(s_b)
+    s_a, a, b = await two_owners(broker, tmp, learn_period_seconds=1.0,
+                                 release_period_seconds=1.0, epsilon_learn=0.5,
+                                 learn_min_mass=0.0)
     try:
         tick = a.next_tick()
         box: list[object] = []
