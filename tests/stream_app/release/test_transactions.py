@@ -7,6 +7,7 @@ and ``required`` refuses to start."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from stream_app.domain.priors import public_priors
 from stream_app.metrics import Metrics
 from stream_app.release import Releaser
 from stream_app.release.delivery import TransactionsUnavailable
+from stream_app.release.publisher import Publisher
 from stream_app.settings import Settings
 from tests.kafka_broker import KafkaBroker
 from tests.release_views import VIEWS, read_view, twice
@@ -217,3 +219,36 @@ def test_required_transactions_refuse_a_broker_without_them(
         assert r.publisher.delivery.transactional is None
 
     asyncio.run(_on_tansu(broker, tmp_path, caplog, check, "required"))
+
+
+async def _dropped_then_fenced(broker: KafkaBroker, tmp: Path) -> list[str]:
+    """``a``'s producer is dropped while its send is in flight and a newer producer of the id
+    has fenced it at the broker: the fence reaches its sender during (or after) the stop."""
+    prefix = f"tx-{uuid.uuid4().hex[:8]}"
+    s = settings(broker.url, tmp, prefix)
+    await create_topics(broker.bootstrap, {s.topic_releases: 1})
+    loop = asyncio.get_running_loop()
+    unretrieved: list[str] = []
+    loop.set_exception_handler(lambda _, context: unretrieved.append(
+        f"{context['message']}: {context.get('exception')!r} {context.get('future')!r}"))
+    a, b = Publisher(s, Metrics.create()), Publisher(s, Metrics.create())
+    await a.claim()
+    await b.claim()  # InitProducerId: a's producer is fenced, it does not know yet
+    try:
+        assert await a.begin()
+        sending = asyncio.create_task(a.send(s.topic_releases, b"{}"))
+        await asyncio.sleep(0.01)  # the AddPartitionsToTxn request is on its way
+        await a.stop()
+        assert await sending is False
+    finally:
+        await b.stop()
+    del a, sending
+    for _ in range(3):
+        gc.collect()
+        await asyncio.sleep(0.1)
+    return unretrieved
+
+
+def test_a_producer_dropped_before_its_fence_arrives_leaves_nothing_unretrieved(
+        kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    assert asyncio.run(_dropped_then_fenced(kafka_broker, tmp_path)) == []
