@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pufferfish_core.errors import PufferfishInputError
-from stream_app.faust_adapter import diagnostics, log_safety, quiet_stop
+from stream_app.faust_adapter import client_errors, diagnostics, log_safety, quiet_stop
 from stream_app.faust_adapter.stop_deadline import exit_after
 from stream_app.faust_adapter.write_acks import EXIT_WRITE_NOT_ACKNOWLEDGED
 from stream_app.kafka.topics import TopicSetupError, ensure_topics
@@ -117,6 +117,7 @@ def run_worker(settings: Settings, broker_timeout: float = 30.0,
     loop = new_event_loop(settings)
     asyncio.set_event_loop(loop)
     metrics = Metrics.create()
+    client_errors.count_client_errors(metrics.broker_errors)
     # bad priors, pairs or a corrupt local state fail here, before any broker call
     worker_app = PufferfishApp(settings, metrics)
     check_listen(settings)  # a busy port fails now, not after the broker is joined

@@ -35,7 +35,18 @@ TRANSACTION_TIMEOUT_MS = 60000
 def _retrieve(producer: AIOKafkaProducer) -> None:
     """When a fence ends aiokafka's sender, the transaction's waiter and the drain waiter of
     every batch left hold ProducerFenced; nobody awaits them once the producer is dropped, and
-    asyncio would log each as never retrieved (a traceback) instead of the one line said."""
+    asyncio would log each as never retrieved (a traceback) instead of the one line said.
+    They are retrieved now, and again once aiokafka's own callback on the sender's end has
+    failed them: a producer whose stop did not finish (the broker was down) keeps its sender
+    running and is fenced later, by the next claim once the broker is back; a sender that has
+    just ended has that callback still queued."""
+    _retrieve_waiters(producer)
+    sender = getattr(getattr(producer, "_sender", None), "sender_task", None)
+    if isinstance(sender, asyncio.Future):  # (when done: called soon, after aiokafka's)
+        sender.add_done_callback(lambda _: _retrieve_waiters(producer))
+
+
+def _retrieve_waiters(producer: AIOKafkaProducer) -> None:
     manager = getattr(producer, "_txn_manager", None)
     accumulator = getattr(producer, "_message_accumulator", None)
     batches = [b for q in getattr(accumulator, "_batches", {}).values() for b in q]

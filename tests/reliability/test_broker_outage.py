@@ -22,7 +22,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -165,7 +165,14 @@ def _start(tmp_path: Path, broker: Broker) -> tuple[Topics, Worker, list[dict[st
     return topics, worker, life1
 
 
-def _outage(worker: Worker) -> tuple[list[bool], float, float]:
+class Outage(NamedTuple):
+    alive: list[bool]
+    errors_before: float
+    errors_during: float
+    seen: str  # what the worker logged and waited on at the end of the outage, when no error
+
+
+def _outage(worker: Worker) -> Outage:
     """The broker stays down OUTAGE_SECONDS (the scenario itself); the worker is sampled each
     second: alive?, and its broker error counter before and during the outage."""
     before = worker.metric("pufferfish_broker_errors_total") or 0.0
@@ -176,7 +183,7 @@ def _outage(worker: Worker) -> tuple[list[bool], float, float]:
         alive.append(worker.alive())
         if worker.alive():
             during = worker.metric("pufferfish_broker_errors_total") or during
-    return alive, before, during
+    return Outage(alive, before, during, worker.diagnose() if during <= before else "")
 
 
 def _new_reports(bootstrap: str, topics: Topics) -> None:
@@ -208,7 +215,7 @@ def test_broker_keeping_its_log_restarted_worker_resumes_exactly(tmp_path: Path,
     try:
         topics, worker, life1 = _start(tmp_path, broker)
         broker.stop()
-        alive, errors_before, errors_during = _outage(worker)
+        outage = _outage(worker)
         broker.start()  # same port, same data directory: the log and the topics are back
         _new_reports(broker.bootstrap, topics)
         try:
@@ -225,9 +232,11 @@ def test_broker_keeping_its_log_restarted_worker_resumes_exactly(tmp_path: Path,
     _no_traceback(worker)
 
     print(f"\nRELIABILITY broker-outage (log kept, {kind}): releases before={len(life1)}, in all="
-          f"{len(releases)}, broker_errors before/during={errors_before}/{errors_during}")
-    assert all(alive), alive
-    assert errors_during > errors_before, "pufferfish_broker_errors_total did not move"
+          f"{len(releases)}, broker_errors before/during="
+          f"{outage.errors_before}/{outage.errors_during}")
+    assert all(outage.alive), outage.alive
+    assert outage.errors_during > outage.errors_before, (
+        f"pufferfish_broker_errors_total did not move during the outage:\n{outage.seen}")
     # the log kept the releases of the first life: one journal across both lives
     assert releases[:len(life1)] == life1
     journal = check_journal(releases)
@@ -257,7 +266,7 @@ def test_memory_broker_restarted_empty_no_crash_no_wrong_release(tmp_path: Path)
     try:
         topics, worker, life1 = _start(tmp_path, broker)
         broker.stop()
-        alive, errors_before, errors_during = _outage(worker)
+        outage = _outage(worker)
         # The restarted memory broker is empty: re-create the topics before the worker can
         # reach it, or its first send auto-creates `releases` with tansu's default of 4
         # partitions. The worker is paused (SIGSTOP) only for the restart-and-create step.
@@ -285,14 +294,15 @@ def test_memory_broker_restarted_empty_no_crash_no_wrong_release(tmp_path: Path)
 
     journal = check_journal(life1 + life2)
     print(f"\nRELIABILITY broker-outage (memory broker): releases_before={len(life1)}, "
-          f"after={len(life2)}, alive_during={all(alive)}, broker_errors before/during="
-          f"{errors_before}/{errors_during}, exit={exited_code}, stop_code={code}")
+          f"after={len(life2)}, alive_during={all(outage.alive)}, broker_errors before/during="
+          f"{outage.errors_before}/{outage.errors_during}, exit={exited_code}, stop_code={code}")
     _check_first_life(life1)
     if exited_code is not None:
         assert "pufferfish: error:" in log, "the worker exited without a clear error"
         return
-    assert all(alive), alive
-    assert errors_during > errors_before, "pufferfish_broker_errors_total did not move"
+    assert all(outage.alive), outage.alive
+    assert outage.errors_during > outage.errors_before, (
+        f"pufferfish_broker_errors_total did not move during the outage:\n{outage.seen}")
     assert journal.conflicting_seqs == [], journal
     assert journal.eps_decreases == [], journal
     wrong = _never_true(life2, SUMS_EVER)

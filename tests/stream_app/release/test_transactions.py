@@ -7,6 +7,7 @@ and ``required`` refuses to start."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from stream_app.domain.priors import public_priors
 from stream_app.metrics import Metrics
 from stream_app.release import Releaser
 from stream_app.release.delivery import TransactionsUnavailable
+from stream_app.release.publisher import Publisher
 from stream_app.settings import Settings
 from tests.kafka_broker import KafkaBroker
 from tests.release_views import VIEWS, read_view, twice
@@ -49,6 +51,16 @@ def releaser(s: Settings) -> Releaser:
     return Releaser(s, Metrics.create(), public_priors(s), lambda: PARTS, lambda: True)
 
 
+async def two_owners(broker: KafkaBroker, tmp: Path,
+                     **kw: object) -> tuple[Settings, Releaser, Releaser]:
+    """Two workers of one deployment (one transactional id, one set of journals), with the
+    journals created: ``a`` and ``b`` contend for the release role."""
+    prefix = f"tx-{uuid.uuid4().hex[:8]}"
+    s_a, s_b = (settings(broker.url, tmp / n, prefix, **kw) for n in "ab")
+    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
+    return s_a, releaser(s_a), releaser(s_b)
+
+
 def overtaken_before_send(a: Releaser, b: Releaser, topic: str, box: list[object]) -> None:
     """``a``'s first send to ``topic`` waits until ``b`` has published a tick of its own (b
     claims the transactional id, reads the journals, publishes): a frozen owner resuming."""
@@ -67,10 +79,7 @@ async def views(bootstrap: str, topic: str) -> dict[str, list[dict[str, object]]
 
 
 async def _fenced(broker: KafkaBroker, tmp: Path, caplog: pytest.LogCaptureFixture) -> None:
-    prefix = f"tx-{uuid.uuid4().hex[:8]}"
-    s_a, s_b = (settings(broker.url, tmp / n, prefix) for n in "ab")
-    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
-    a, b = releaser(s_a), releaser(s_b)
+    s_a, a, b = await two_owners(broker, tmp)
     try:
         r1 = await a.release_once()
         assert r1 is not None and r1.seq == 1 and a.publisher.transactional
@@ -112,10 +121,7 @@ async def _aborted_counts(broker: KafkaBroker, tmp: Path) -> None:
     the new owner's claim aborts the transaction, and the record still counts as published
     (a reader of uncommitted records has it): its tick is not published again, its seq and
     charge are not reused."""
-    prefix = f"tx-{uuid.uuid4().hex[:8]}"
-    s_a, s_b = (settings(broker.url, tmp / n, prefix) for n in "ab")
-    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
-    a, b = releaser(s_a), releaser(s_b)
+    s_a, a, b = await two_owners(broker, tmp)
     try:
         r1 = await a.release_once()
         assert r1 is not None
@@ -144,12 +150,9 @@ async def _round_and_release(broker: KafkaBroker, tmp: Path) -> None:
     """A tick's learning round and release are one transaction: an owner overtaken between
     them publishes neither (its round's records are in the log, aborted: the new owner counts
     them), and an owner not overtaken publishes both at once."""
-    prefix = f"tx-{uuid.uuid4().hex[:8]}"
-    kw: dict[str, object] = dict(learn_period_seconds=1.0, release_period_seconds=1.0,
-                                 epsilon_learn=0.5, learn_min_mass=0.0)
-    s_a, s_b = (settings(broker.url, tmp / n, prefix, **kw) for n in "ab")
-    await create_topics(broker.bootstrap, {s_a.topic_releases: 1, s_a.topic_priors: 1})
-    a, b = releaser(s_a), releaser(s_b)
+    s_a, a, b = await two_owners(broker, tmp, learn_period_seconds=1.0,
+                                 release_period_seconds=1.0, epsilon_learn=0.5,
+                                 learn_min_mass=0.0)
     try:
         tick = a.next_tick()
         box: list[object] = []
@@ -216,3 +219,36 @@ def test_required_transactions_refuse_a_broker_without_them(
         assert r.publisher.delivery.transactional is None
 
     asyncio.run(_on_tansu(broker, tmp_path, caplog, check, "required"))
+
+
+async def _dropped_then_fenced(broker: KafkaBroker, tmp: Path) -> list[str]:
+    """``a``'s producer is dropped while its send is in flight and a newer producer of the id
+    has fenced it at the broker: the fence reaches its sender during (or after) the stop."""
+    prefix = f"tx-{uuid.uuid4().hex[:8]}"
+    s = settings(broker.url, tmp, prefix)
+    await create_topics(broker.bootstrap, {s.topic_releases: 1})
+    loop = asyncio.get_running_loop()
+    unretrieved: list[str] = []
+    loop.set_exception_handler(lambda _, context: unretrieved.append(
+        f"{context['message']}: {context.get('exception')!r} {context.get('future')!r}"))
+    a, b = Publisher(s, Metrics.create()), Publisher(s, Metrics.create())
+    await a.claim()
+    await b.claim()  # InitProducerId: a's producer is fenced, it does not know yet
+    try:
+        assert await a.begin()
+        sending = asyncio.create_task(a.send(s.topic_releases, b"{}"))
+        await asyncio.sleep(0.01)  # the AddPartitionsToTxn request is on its way
+        await a.stop()
+        assert await sending is False
+    finally:
+        await b.stop()
+    del a, sending
+    for _ in range(3):
+        gc.collect()
+        await asyncio.sleep(0.1)
+    return unretrieved
+
+
+def test_a_producer_dropped_before_its_fence_arrives_leaves_nothing_unretrieved(
+        kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    assert asyncio.run(_dropped_then_fenced(kafka_broker, tmp_path)) == []
