@@ -40,8 +40,9 @@ batching), tansu (in memory; its ListOffsets defect needs ``producer_max_batch_s
 changelog record per produce request: slow at scale, so N is capped there, ``--tansu-max``) and
 Apache Kafka 2.3.0 (``--brokers kafka``; tests/kafka_broker.py, unpacked by
 ``bash scripts/kafka-dist.sh``; none of tansu's workarounds).
-SIGKILL rows are on tansu only: noida-db 0.2.3 never expires the killed member, so the restarted
-worker rejoins its group every session timeout and is never assigned (skipped, with a line).
+SIGKILL rows are on tansu and Kafka only: noida-db 0.2.3 never expires the killed member, so the
+restarted worker rejoins its group every session timeout and is never assigned (skipped, with a
+line).
 """
 
 from __future__ import annotations
