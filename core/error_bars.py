@@ -33,8 +33,6 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-from scipy.integrate import quad
-from scipy.optimize import brentq
 from scipy.special import gammaincc
 
 from pufferfish_core import validation
@@ -72,6 +70,7 @@ def laplace_sum_tail(x: float, draws: int) -> float:
 def laplace_sum_quantile(draws: int, level: float = LEVEL) -> float:
     """The smallest x (up to the slack of the module docstring, on the wide side) with
     Pr[|L| <= x] >= ``level`` for L a sum of ``draws`` standard Laplace variables."""
+    from scipy.optimize import brentq  # imported here: ~0.7 CPU-s at every start otherwise
     draws = validation.at_least(draws, 1, "draws")
     level = validation.probability(level, "level")
     target = (1.0 - level) * (1.0 - _TARGET_SLACK)
@@ -115,6 +114,7 @@ def laplace_mix_tail(x: float, thetas: Sequence[float]) -> tuple[float, float]:
     (L is symmetric with a continuous density). The integral is split at t = 1 / max theta:
     adaptive quadrature below, QUADPACK's Fourier-integral rule (QAWF) above, each returning
     its own error estimate."""
+    from scipy.integrate import quad  # (it loads scipy.optimize: imported here)
     x = validation.positive(x, "x")
     scales = np.asarray([validation.positive(t, "theta") for t in thetas], dtype=float)
 
@@ -147,6 +147,7 @@ def laplace_mix_quantile(thetas: Sequence[float], level: float = LEVEL) -> float
 
 @lru_cache(maxsize=256)
 def _mix_quantile(thetas: tuple[float, ...], level: float) -> float:
+    from scipy.optimize import brentq
     top = max(thetas)
     safe = top * laplace_sum_quantile(len(thetas), level)
     if all(t == top for t in thetas):
