@@ -56,7 +56,8 @@ MYPY_PID=$!
 WORKERS=${PUFFERFISH_TEST_WORKERS:-4}
 # --durations: where the wall time goes, in CI's output (tests/README.md keeps the table)
 step "python -m pytest -q -n $WORKERS --dist loadgroup --durations=30 $*"
-JUNIT=$(mktemp)
+# PUFFERFISH_TEST_JUNIT: keep the JUnit report (every test's time) at that path
+JUNIT=${PUFFERFISH_TEST_JUNIT:-$(mktemp)}
 set +e
 "$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=30 --junitxml="$JUNIT" "$@" </dev/null
 status=$?
@@ -76,5 +77,5 @@ if [ "$mypy_status" -ne 0 ]; then
 fi
 # last, so that the tail of the output names every test that did not pass (scripts/failures.py)
 if [ -s "$JUNIT" ]; then "$VENV/bin/python" scripts/failures.py "$JUNIT" || true; fi
-rm -f "$JUNIT"
+[ -n "${PUFFERFISH_TEST_JUNIT:-}" ] || rm -f "$JUNIT"
 exit "$status"
