@@ -56,10 +56,17 @@ MYPY_PID=$!
 WORKERS=${PUFFERFISH_TEST_WORKERS:-4}
 # --durations: where the wall time goes, in CI's output (tests/README.md keeps the table)
 step "python -m pytest -q -n $WORKERS --dist loadgroup --durations=30 $*"
-# PUFFERFISH_TEST_JUNIT: keep the JUnit report (every test's time) at that path
-JUNIT=${PUFFERFISH_TEST_JUNIT:-$(mktemp)}
+# PUFFERFISH_TEST_JUNIT: keep the JUnit report (every test's time) at that path;
+# PUFFERFISH_TEST_CPU_LOG: every test's wall and CPU seconds (scripts/test_cpu.py reads them).
+# Neither is a worker setting: unset before the tests (a PUFFERFISH_ variable the settings do
+# not know is refused by every worker and CLI run)
+KEEP_JUNIT=${PUFFERFISH_TEST_JUNIT:-}
+JUNIT=${KEEP_JUNIT:-$(mktemp)}
+CPU_LOG=()
+if [ -n "${PUFFERFISH_TEST_CPU_LOG:-}" ]; then CPU_LOG=(--cpu-log "$PUFFERFISH_TEST_CPU_LOG"); fi
+unset PUFFERFISH_TEST_JUNIT PUFFERFISH_TEST_CPU_LOG
 set +e
-"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=30 --junitxml="$JUNIT" "$@" </dev/null
+"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=30 --junitxml="$JUNIT" "${CPU_LOG[@]}" "$@" </dev/null
 status=$?
 wait "$MYPY_PID"
 mypy_status=$?
@@ -77,5 +84,5 @@ if [ "$mypy_status" -ne 0 ]; then
 fi
 # last, so that the tail of the output names every test that did not pass (scripts/failures.py)
 if [ -s "$JUNIT" ]; then "$VENV/bin/python" scripts/failures.py "$JUNIT" || true; fi
-[ -n "${PUFFERFISH_TEST_JUNIT:-}" ] || rm -f "$JUNIT"
+[ -n "$KEEP_JUNIT" ] || rm -f "$JUNIT"
 exit "$status"

@@ -27,7 +27,10 @@ time of the whole run.
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +51,11 @@ def _environment_restored() -> Iterator[None]:
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-log", default=None, metavar="PATH",
+                     help="append each test's wall and CPU seconds to PATH as JSON lines")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -102,3 +110,26 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     one broker. Never stopped by a test: a test that stops or restarts Kafka starts its own."""
     with KafkaBroker(tmp_path_factory.mktemp("kafka")) as b:
         yield b
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With --cpu-log PATH: one JSON line per test with its wall time and the CPU seconds of
+    this process and of the children it waited for (workers, CLI runs, brokers a test starts),
+    the table "Where the time goes" in tests/README.md (scripts/test_cpu.py)."""
+    path = item.config.getoption("--cpu-log")
+    if not path:
+        yield
+        return
+    before, wall = _cpu_seconds(), time.monotonic()
+    yield
+    line = {"test": item.nodeid, "wall": round(time.monotonic() - wall, 3),
+            "cpu": round(_cpu_seconds() - before, 3)}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

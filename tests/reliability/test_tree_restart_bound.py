@@ -103,7 +103,14 @@ def test_a_worker_restarted_clean_and_killed_keeps_each_window_within_w(
           f"changing user, moves per window in the partials {by_partials}, in the releases "
           f"{by_releases}, {held:g} changes held by the last worker")
     assert changer.sent >= 30  # far more changes than w allows in a window
-    assert sum(by_partials.values()) > 0  # its admitted changes show (the check can fail)
+    # The checks can fail: the user's admitted contribution moved (at a window's base or by
+    # an admitted change) and the bound held changes back. A window's one admitted change
+    # need not show as a move between partials: under load the window's first partial may
+    # already carry it (run H, tests/README.md).
+    admitted = {p["admitted_units"] for p in partials
+                if p["partition"] == 0 and p.get("window") is not None}
+    assert len(admitted) > 1, admitted
+    assert held > 0
     assert all(n <= W for n in by_partials.values()), by_partials
     assert all(n <= W for n in by_releases.values()), by_releases
     ticks = [r["tick"] for r in journal]

@@ -334,9 +334,23 @@ def _hold_run(broker: EmbeddedBroker, tmp_path: Path, tag: str, with_i: bool, pe
                    90, f"{held} reports held and {refused} refused in run {tag}")
         n = refused + send(broker.bootstrap, f"membership-{tag}", joins)
         wait_handled([worker], n + held, timeout=90)  # the held reports count at their joins
-        states = users_changelog(broker.bootstrap, f"nb-{tag}")
-        letters = json_values(asyncio.run(consume_all(broker.bootstrap, f"deadletter-{tag}",
-                                                      timeout=1.0)))
+        # A batch counts as handled before its changelog records and dead letters are
+        # acknowledged (run J, tests/README.md: u10's state was not in the changelog yet):
+        # read until both show every user present with min(count, bound) reports counted and
+        # every refused report (an independent count: a lost state times out here)
+        seen: dict[str, Any] = {}
+
+        def written() -> bool:
+            seen["states"] = states = users_changelog(broker.bootstrap, f"nb-{tag}")
+            seen["letters"] = letters = json_values(asyncio.run(consume_all(
+                broker.bootstrap, f"deadletter-{tag}", timeout=1.0)))
+            return len(letters) >= refused and all(
+                u in states and states[u].get("present") is True
+                and sum(states[u]["counts"]) == min(count, per_user)
+                for u, count in early.items())
+
+        wait_until(written, 60, f"every state and dead letter of run {tag} written")
+        states, letters = seen["states"], seen["letters"]
     finally:
         worker.stop()
     assert set(states) == set(early)
