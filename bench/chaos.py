@@ -175,23 +175,30 @@ def fault(run: Run, rng: random.Random, kind: str) -> None:
     run.faults[kind] += 1
 
 
-def releases_exact(bootstrap: str, releases_topic: str, nodes_topic: str | None,
-                   want: int, last: int) -> bool:
-    """The newest ``last`` releases in the log add their noise to exactly ``want`` units."""
+def exact_sums(bootstrap: str, releases_topic: str, nodes_topic: str | None,
+               last: int) -> list[tuple[Any, Any, int | None]]:
+    """(tick, window, exact sum in grid units) of the newest ``last`` releases in the log: the
+    noisy sum minus its noise (tree mode: its nodes' draws in the journal; None when one is
+    missing there)."""
     releases = asyncio.run(read_view(bootstrap, releases_topic, "read_uncommitted"))[-last:]
-    if len(releases) < last:
-        return False
     noise: dict[tuple[int, str], int] = {}
     if nodes_topic is not None:
         nodes = asyncio.run(read_view(bootstrap, nodes_topic, "read_uncommitted"))
         noise = {(n["window"], n["node"]): n["units"] for n in nodes}
+    out: list[tuple[Any, Any, int | None]] = []
     for r in releases:
-        units = round(r["noisy_sum"] * GRID)
-        if nodes_topic is not None:
-            units -= sum(noise.get((r["window"], n), 0) for n in r["nodes"])
-        if units != want:
-            return False
-    return True
+        noisy = round(r["noisy_sum"] * GRID)
+        drawn = [noise.get((r["window"], n)) for n in r["nodes"]] if nodes_topic else []
+        out.append((r.get("tick"), r.get("window"),
+                    None if None in drawn else noisy - sum(d or 0 for d in drawn)))
+    return out
+
+
+def releases_exact(bootstrap: str, releases_topic: str, nodes_topic: str | None,
+                   want: int, last: int) -> bool:
+    """The newest ``last`` releases in the log add their noise to exactly ``want`` units."""
+    sums = exact_sums(bootstrap, releases_topic, nodes_topic, last)
+    return len(sums) == last and all(units == want for _, _, units in sums)
 
 
 def burned(releases: list[dict[str, Any]]) -> float:
@@ -280,9 +287,15 @@ def run_scenario(broker: KafkaBroker, tmp: Path, scenario: Scenario, seconds: fl
         len(log), len(releases["read_committed"]),
         len(twice(log, "tick")), len(twice(log, "seq")), len(nodes_twice),
         len(short_of_charges(log)), burned(log), fenced, "yes" if exact else "NO"]
-    inexact = None if exact else (
-        f"the final releases are not on the exact sum of the input, {want / GRID:g}, "
-        f"{settle_seconds:g} s after the load stopped")
+    inexact = None
+    if not exact:  # what the last releases were on instead: (tick, window, exact - want)
+        off = [(tick, window, None if units is None else (units - want) / GRID)
+               for tick, window, units in exact_sums(
+                   broker.bootstrap, topics.releases, nodes_topic if tree else None,
+                   2 * settle)]
+        inexact = (f"the final releases are not on the exact sum of the input, {want / GRID:g}, "
+                   f"{settle_seconds:g} s after the load stopped; the last {len(off)} releases' "
+                   f"(tick, window, exact sum - input sum): {off}")
     return Outcome(row, failed, inexact)
 
 

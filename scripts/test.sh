@@ -54,6 +54,10 @@ MYPY_PID=$!
 # 8 processes the load stood at 10-14 and tests timed out for want of CPU (CI runs C-E,
 # tests/README.md); 4 leave each test a fair share.
 WORKERS=${PUFFERFISH_TEST_WORKERS:-4}
+# Bytecode caches on: with PYTHONDONTWRITEBYTECODE (set on CI's machines) every pytest process
+# rewrote and compiled every test module again, and every worker and CLI run compiled the
+# project: collection alone took 20 CPU-s a process instead of 10 (tests/README.md)
+unset PYTHONDONTWRITEBYTECODE
 # --durations: where the wall time goes, in CI's output (tests/README.md keeps the table)
 step "python -m pytest -q -n $WORKERS --dist loadgroup --durations=30 $*"
 # PUFFERFISH_TEST_JUNIT: keep the JUnit report (every test's time) at that path;

@@ -28,6 +28,7 @@ time of the whole run.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import resource
 import time
@@ -51,6 +52,21 @@ def _environment_restored() -> Iterator[None]:
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _log_levels_restored() -> Iterator[None]:
+    """Every logger's level as it was: a CLI tool run in-process silences aiokafka for good
+    (stream_app.tools.common.quiet_kafka_logs, right for a CLI process), and a later test in
+    the same process then saw none of the client's records (run K: test_client_errors)."""
+    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict.values()
+                                       if isinstance(logger, logging.Logger))]
+    saved = [(logger, logger.level, logger.disabled) for logger in loggers]
+    yield
+    for logger, level, disabled in saved:
+        if (logger.level, logger.disabled) != (level, disabled):
+            logger.setLevel(level)
+            logger.disabled = disabled
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
