@@ -27,7 +27,8 @@ the sum of spread/scale over the coordinates it moves; charge = max(epsilon, tha
 worst user). With distribution_change the reading where the user stays in g and only its law
 is secret moves S_g alone, by the (P_g, P_h) plan spread: theta_g covers that pair as well.
 
-Tree mode is not covered: a configuration with both is refused (validation.group_release).
+Tree mode: core/group_tree.py (one sum tree per group and a count tree per window); the worker
+still refuses the two together (docs/privacy.md, "Per-group releases in tree mode").
 """
 
 from __future__ import annotations

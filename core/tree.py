@@ -106,10 +106,14 @@ def tree_mechanism(
     epsilon: float,
     grid_log2: int = -10,
     arity: int | None = None,
+    also: Sequence[tuple[Iterable[PairKind], float]] = (),
 ) -> TreeMechanism:
     """The tree of a window of ``ticks`` ticks at budget ``epsilon``; ``arity`` None picks the
-    arity 2..MAX_ARITY with the smallest predicted noise_sd (the first on a tie)."""
+    arity 2..MAX_ARITY with the smallest predicted noise_sd (the first on a tie). ``also``:
+    further (pair kinds, spread) readings the tree must cover (its sensitivity is the largest;
+    a group's sum tree whose law is secret too, core/group_tree.py)."""
     kinds = list(kinds)
+    readings = [(list(k), validation.nonnegative(x, "spread")) for k, x in also]
     max_changes = validation.count(max_changes, "max_changes_per_window")
     epsilon = validation.positive(epsilon, "epsilon")
     spread = validation.nonnegative(spread, "spread")
@@ -119,7 +123,9 @@ def tree_mechanism(
     best: TreeMechanism | None = None
     for k in arities:
         shape = TreeShape(ticks, k)
-        delta = window_sensitivity(shape, max_changes, kinds, spread, domain)
+        delta = max([window_sensitivity(shape, max_changes, kinds, spread, domain),
+                     *(window_sensitivity(shape, max_changes, k, x, domain)
+                       for k, x in readings)])
         tree = TreeMechanism(shape, max_changes, delta, _scale(delta, epsilon), epsilon, spread,
                              grid_log2)
         if best is None or tree.noise_sd() < best.noise_sd():
