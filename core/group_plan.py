@@ -94,18 +94,28 @@ class GroupReleasePlan:
 
     def mean_interval(self, group: str, noisy_sum: float, noisy_count: float,
                       ) -> tuple[float, float] | None:
-        """An interval holding S_g / C_g with probability >= 95 %, a function of the published
-        values only: with probability >= 1 - 2 x 2.5 % (union bound) the sum's and the count's
-        noise are within their 97.5 % half-widths (core/error_bars.py), and S_g / C_g then lies
-        between the box's corner ratios. None when the count's lower end is <= 0 (unbounded)."""
+        """An interval holding S_g / C_g with probability >= 95 % (``mean_interval``), each
+        value's noise one draw."""
         g = self.groups[group]
-        x = laplace_sum_quantile(1, 1.0 - (1.0 - MEAN_LEVEL) / 2.0)
-        grid = 2.0 ** self.grid_log2
-        hs, hc = g.theta_sum * x + grid, g.theta_count * x + grid
-        if noisy_count - hc <= 0:
-            return None
-        corners = [(noisy_sum + a) / (noisy_count + b) for a in (-hs, hs) for b in (-hc, hc)]
-        return min(corners), max(corners)
+        return mean_interval(noisy_sum, noisy_count, (g.theta_sum, 1), (g.theta_count, 1),
+                             self.grid_log2)
+
+
+def mean_interval(noisy_sum: float, noisy_count: float, sum_draws: tuple[float, int],
+                  count_draws: tuple[float, int], grid_log2: int) -> tuple[float, float] | None:
+    """An interval holding S / C with probability >= 95 %, a function of the published values
+    only: with probability >= 1 - 2 x 2.5 % (union bound) the sum's and the count's noise, each
+    the sum of (scale, number) draws, are within their 97.5 % half-widths (core/error_bars.py),
+    and S / C then lies between the box's corner ratios. None when the count's lower end is
+    <= 0 (unbounded)."""
+    level = 1.0 - (1.0 - MEAN_LEVEL) / 2.0
+    grid = 2.0 ** grid_log2
+    hs, hc = (theta * laplace_sum_quantile(n, level) + n * grid
+              for theta, n in (sum_draws, count_draws))
+    if noisy_count - hc <= 0:
+        return None
+    corners = [(noisy_sum + a) / (noisy_count + b) for a in (-hs, hs) for b in (-hc, hc)]
+    return min(corners), max(corners)
 
 
 def group_release_plan(

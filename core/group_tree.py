@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pufferfish_core import validation
 from pufferfish_core.budget import composition_charge
 from pufferfish_core.distribution import Distribution
-from pufferfish_core.error_bars import ErrorBar, laplace_sum_quantile, mixed_error_bar
-from pufferfish_core.group_plan import MEAN_LEVEL, PRESENCE
+from pufferfish_core.error_bars import ErrorBar, mixed_error_bar
+from pufferfish_core.group_plan import PRESENCE, mean_interval
 from pufferfish_core.plan import release_plan
 from pufferfish_core.tree import TreeMechanism, tree_mechanism
 from pufferfish_core.vocabulary import PairKind, Rule
@@ -93,20 +93,11 @@ class GroupTreePlan:
 
     def mean_interval(self, group: str, tick: int, noisy_sum: float, noisy_count: float,
                       ) -> tuple[float, float] | None:
-        """An interval holding S_g / C_g with probability >= 95 % at ``tick``, a function of
-        published values only (as GroupReleasePlan.mean_interval, with each value's noise
-        the sum of that tick's draws in its tree); None when the count's lower end is <= 0."""
-        level = 1.0 - (1.0 - MEAN_LEVEL) / 2.0
-        grid = 2.0 ** self.grid_log2
-        half = []
-        for tree in (self.sums[group], self.counts):
-            draws = len(tree.draws(tick))
-            half.append(tree.scale * laplace_sum_quantile(draws, level) + draws * grid)
-        hs, hc = half
-        if noisy_count - hc <= 0:
-            return None
-        corners = [(noisy_sum + a) / (noisy_count + b) for a in (-hs, hs) for b in (-hc, hc)]
-        return min(corners), max(corners)
+        """An interval holding S_g / C_g with probability >= 95 % at ``tick``
+        (core.group_plan.mean_interval, each value's noise that tick's draws in its tree)."""
+        sums = self.sums[group]
+        return mean_interval(noisy_sum, noisy_count, (sums.scale, len(sums.draws(tick))),
+                             (self.counts.scale, len(self.counts.draws(tick))), self.grid_log2)
 
 
 def group_tree_plan(
