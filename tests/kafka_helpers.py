@@ -145,7 +145,45 @@ async def produce_json(
 Record = tuple[str, bytes | None, bytes]  # topic, key, value
 
 
-class PacedProducer:
+class ProducerThread:
+    """An aiokafka producer run by ``produce`` on a background thread of its own (a test's
+    stream beside the workers); ``join`` waits for it and re-raises its error."""
+
+    name = "producer"
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+
+    async def produce(self, producer: AIOKafkaProducer) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, what: str, reraise: bool = True) -> None:
+        self._thread.join(timeout=120)
+        assert not self._thread.is_alive(), f"timed out after 120 s waiting for the {what}"
+        if self._error is not None and reraise:
+            raise self._error
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            self._error = exc
+
+    async def _run(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
+        await producer.start()
+        try:
+            await self.produce(producer)
+        finally:
+            await producer.stop()
+
+
+class PacedProducer(ProducerThread):
     """Produce `chunks` of records from a background thread, one chunk every `pace` seconds,
     holding the last `hold` chunks back until `release()`.
 
@@ -155,23 +193,24 @@ class PacedProducer:
     releases the rest, waits for every ack, and re-raises a producer error.
     """
 
+    name = "paced-producer"
+
     def __init__(self, bootstrap: str, chunks: list[list[Record]], hold: int,
                  pace: float = 0.1) -> None:
         assert 0 < hold < len(chunks), "hold back some chunks, but not all"
-        self.bootstrap, self.chunks, self.hold, self.pace = bootstrap, chunks, hold, pace
+        super().__init__(bootstrap)
+        self.chunks, self.hold, self.pace = chunks, hold, pace
         self.sent = 0
         self.sent_at_release: int | None = None
         self._released = threading.Event()
         self._abort = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="paced-producer", daemon=True)
 
     @property
     def total(self) -> int:
         return sum(len(c) for c in self.chunks)
 
     def __enter__(self) -> PacedProducer:
-        self._thread.start()
+        self.start()
         return self
 
     def release(self) -> None:
@@ -184,84 +223,57 @@ class PacedProducer:
         if exc_type is not None:
             self._abort.set()
         self.release()
-        self._thread.join(timeout=120)
-        assert not self._thread.is_alive(), "timed out after 120 s waiting for the producer"
-        if self._error is not None and exc_type is None:
-            raise self._error
+        self.join("producer", reraise=exc_type is None)
 
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._run())
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            self._error = exc
-
-    async def _run(self) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-        await producer.start()
-        try:
-            for i, chunk in enumerate(self.chunks):
-                if i >= len(self.chunks) - self.hold:
-                    while not self._released.is_set():
-                        await asyncio.sleep(0.02)
-                elif i:
-                    await asyncio.sleep(self.pace)  # the pace of the stream, not a guess
-                if self._abort.is_set():
-                    return
-                futures = [await producer.send(t, v, key=k) for t, k, v in chunk]
-                await asyncio.gather(*futures)
-                self.sent += len(chunk)
-        finally:
-            await producer.stop()
+    async def produce(self, producer: AIOKafkaProducer) -> None:
+        for i, chunk in enumerate(self.chunks):
+            if i >= len(self.chunks) - self.hold:
+                while not self._released.is_set():
+                    await asyncio.sleep(0.02)
+            elif i:
+                await asyncio.sleep(self.pace)  # the pace of the stream, not a guess
+            if self._abort.is_set():
+                return
+            futures = [await producer.send(t, v, key=k) for t, k, v in chunk]
+            await asyncio.gather(*futures)
+            self.sent += len(chunk)
 
 
-class SteadyStream:
+class SteadyStream(ProducerThread):
     """Produce `records_for(0)`, `records_for(1)`, ... from a background thread, `per_tick` of
     them every `pace` seconds, until `stop()`: a stream that lasts as long as the scenario
     (kills, takeovers, restarts) whatever its speed. `done` counts the items whose records the
     broker acknowledged, in order; an item is sent whole or not at all. Leaving the block stops
     the stream, waits for the last acknowledgements, and re-raises a producer error."""
 
+    name = "steady-stream"
+
     def __init__(self, bootstrap: str, records_for: Callable[[int], list[Record]],
                  per_tick: int, pace: float = 0.1) -> None:
-        self.bootstrap, self.records_for, self.per_tick, self.pace = (
-            bootstrap, records_for, per_tick, pace)
+        super().__init__(bootstrap)
+        self.records_for, self.per_tick, self.pace = records_for, per_tick, pace
         self.done = 0
         self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="steady-stream", daemon=True)
 
     def __enter__(self) -> SteadyStream:
-        self._thread.start()
+        self.start()
         return self
 
     def stop(self) -> int:
         """Stop after the tick in progress; returns how many items were sent."""
         self._stop.set()
-        self._thread.join(timeout=120)
-        assert not self._thread.is_alive(), "timed out after 120 s waiting for the stream"
+        self.join("stream", reraise=False)
         return self.done
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self.stop()
-        if self._error is not None and exc_type is None:
-            raise self._error
+        self.join("stream", reraise=exc_type is None)
 
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._run())
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            self._error = exc
-
-    async def _run(self) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-        await producer.start()
-        try:
-            while not self._stop.is_set():
-                items = range(self.done, self.done + self.per_tick)
-                futures = [await producer.send(t, v, key=k)
-                           for i in items for t, k, v in self.records_for(i)]
-                await asyncio.gather(*futures)
-                self.done += self.per_tick
-                await asyncio.sleep(self.pace)  # the pace of the stream, not a guess
-        finally:
-            await producer.stop()
+    async def produce(self, producer: AIOKafkaProducer) -> None:
+        while not self._stop.is_set():
+            items = range(self.done, self.done + self.per_tick)
+            futures = [await producer.send(t, v, key=k)
+                       for i in items for t, k, v in self.records_for(i)]
+            await asyncio.gather(*futures)
+            self.done += self.per_tick
+            await asyncio.sleep(self.pace)  # the pace of the stream, not a guess

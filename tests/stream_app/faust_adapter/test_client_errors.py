@@ -28,7 +28,9 @@ def errors() -> Iterator[Counter]:
 
 
 def _count(counter: Counter) -> float:
-    return counter._value.get()
+    """The counter's value as a scrape reads it (its ``_total`` sample)."""
+    return next(s.value for metric in counter.collect() for s in metric.samples
+                if s.name.endswith("_total"))
 
 
 async def test_a_refused_connection_is_counted(errors: Counter, closed_port: int) -> None:
