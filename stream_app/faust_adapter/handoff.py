@@ -13,10 +13,13 @@ guard are those that never gave the event loop a chance to run a rebalance in th
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Generator
 from typing import Any, cast
 
 from stream_app.faust_adapter.offsets import Verdict
+
+logger = logging.getLogger(__name__)
 
 
 class Resumed:
@@ -105,6 +108,9 @@ class GuardedHandOff:
         epoch = expected.epoch(tp)
         if verdict is Verdict.GAP:
             start = expected.skip_gap(tp, offset)
+            if offset - start > 1:  # more than one marker: a compaction, an aborted transaction
+                logger.info("acknowledging %s[%d] offsets %d..%d as a gap (no record there "
+                            "since the last seek)", tp.topic, tp.partition, start, offset - 1)
             if consumer.app.topics.acks_enabled_for(message.topic):
                 await consumer._add_gap(tp, start, offset - 1)  # Faust's end is inclusive
         if consumer._commit_every is not None and consumer._n_acked >= consumer._commit_every:
