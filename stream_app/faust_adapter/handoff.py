@@ -103,7 +103,8 @@ class GuardedHandOff:
         if verdict is Verdict.RESEEK:
             skip.add(tp)
             consumer._seek_back(tp, expected.expected(tp), f"record {offset} is past the next one "
-                            "expected and the partition was sought since the fetch began")
+                            "expected, and the partition was sought since the fetch began or "
+                            "this is its first record since a seek")
             return False
         epoch = expected.epoch(tp)
         if verdict is Verdict.GAP:
