@@ -118,6 +118,21 @@ def mean_interval(noisy_sum: float, noisy_count: float, sum_draws: tuple[float, 
     return min(corners), max(corners)
 
 
+def readings(laws: Mapping[str, Distribution], pairs: Sequence[PairKind], epsilon: float,
+             ) -> tuple[bool, bool, list[PairKind], float]:
+    """What the configured pairs move (module docstring): (the group is secret, a count
+    moves, the pair kinds of a group's own sum, each moved coordinate's share of epsilon)."""
+    kinds = [k for k in PairKind if k in set(pairs)]
+    validation.non_empty(kinds, "pairs")
+    secret = PairKind.DISTRIBUTION_CHANGE in kinds and len(laws) > 1
+    counts = secret or any(k in PRESENCE for k in kinds)
+    share = epsilon / ((2 if secret else 1) * (2 if counts else 1))
+    own: list[PairKind] = [k for k in kinds if k is not PairKind.DISTRIBUTION_CHANGE]
+    if secret and PairKind.DISTRIBUTION_PRESENCE not in own:
+        own.append(PairKind.DISTRIBUTION_PRESENCE)
+    return secret, counts, own, share
+
+
 def group_release_plan(
     laws: Mapping[str, Distribution],
     pairs: Sequence[PairKind],
@@ -131,15 +146,8 @@ def group_release_plan(
     noise (theta_g 0: its exact sum would be published) is a PufferfishInputError."""
     epsilon = validation.epsilon(epsilon)
     validation.count_grid(validation.grid_log2(grid_log2))
-    kinds = [k for k in PairKind if k in set(pairs)]
-    validation.non_empty(kinds, "pairs")
     radii = validation.group_radii(laws, radii)
-    secret = PairKind.DISTRIBUTION_CHANGE in kinds and len(laws) > 1
-    counts = secret or any(k in PRESENCE for k in kinds)
-    share = epsilon / ((2 if secret else 1) * (2 if counts else 1))
-    own = [k for k in kinds if k is not PairKind.DISTRIBUTION_CHANGE]
-    if secret and PairKind.DISTRIBUTION_PRESENCE not in own:
-        own.append(PairKind.DISTRIBUTION_PRESENCE)
+    secret, counts, own, share = readings(laws, pairs, epsilon)
     changes = (release_plan(laws, [PairKind.DISTRIBUTION_CHANGE], rule, share, grid_log2, radii,
                             domain) if secret else None)
     count_theta = calibrate(PairKind.VALUE_PRESENCE, rule, Distribution.point(1.0), point_zero(),

@@ -38,7 +38,7 @@ from pufferfish_core import validation
 from pufferfish_core.budget import composition_charge
 from pufferfish_core.distribution import Distribution
 from pufferfish_core.error_bars import ErrorBar, mixed_error_bar
-from pufferfish_core.group_plan import PRESENCE, mean_interval
+from pufferfish_core.group_plan import mean_interval, readings
 from pufferfish_core.plan import release_plan
 from pufferfish_core.tree import TreeMechanism, tree_mechanism
 from pufferfish_core.vocabulary import PairKind, Rule
@@ -116,17 +116,11 @@ def group_tree_plan(
     PufferfishInputError, as in core.group_plan."""
     epsilon = validation.epsilon(epsilon)
     validation.count_grid(validation.grid_log2(grid_log2))
-    kinds = [k for k in PairKind if k in set(pairs)]
-    validation.non_empty(kinds, "pairs")
     radii = validation.group_radii(laws, radii)
     points = [float(x) for x in validation.finite_vector(list(domain), "domain")]
-    secret = PairKind.DISTRIBUTION_CHANGE in kinds and len(laws) > 1
-    count_kinds = ([PairKind.VALUE_PRESENCE] if secret or any(k in PRESENCE for k in kinds)
-                   else []) + ([PairKind.DISTRIBUTION_CHANGE] if secret else [])
-    share = epsilon / ((2 if secret else 1) * (2 if count_kinds else 1))
-    own = [k for k in kinds if k is not PairKind.DISTRIBUTION_CHANGE]
-    if secret and PairKind.DISTRIBUTION_PRESENCE not in own:
-        own.append(PairKind.DISTRIBUTION_PRESENCE)
+    secret, counts, own, share = readings(laws, pairs, epsilon)
+    count_kinds = ([PairKind.VALUE_PRESENCE] if counts else []) + (
+        [PairKind.DISTRIBUTION_CHANGE] if secret else [])
     law = (release_plan(laws, [PairKind.DISTRIBUTION_CHANGE], rule, share, grid_log2, radii,
                         points).spread if secret else None)
     sums: dict[str, TreeMechanism] = {}
@@ -142,7 +136,7 @@ def group_tree_plan(
         sums[group] = tree
     # with value pairs only no count moves; it is still published with noise (as
     # core.group_plan does): the presence reading's scale
-    counts = tree_mechanism(ticks, max_changes, count_kinds or [PairKind.VALUE_PRESENCE], 1.0,
-                            COUNT_DOMAIN, share, grid_log2)
-    return GroupTreePlan(sums, counts, bool(count_kinds), epsilon, share, secret, grid_log2)
+    count_tree = tree_mechanism(ticks, max_changes, count_kinds or [PairKind.VALUE_PRESENCE],
+                                1.0, COUNT_DOMAIN, share, grid_log2)
+    return GroupTreePlan(sums, count_tree, counts, epsilon, share, secret, grid_log2)
 
